@@ -1,0 +1,270 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/decred/dcrd/dcrec/secp256k1/v4"
+	"github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
+	"github.com/mr-tron/base58"
+)
+
+// UIDFromPubKey returns "z" + base58btc of the 33-byte compressed key.
+func UIDFromPubKey(pk *secp256k1.PublicKey) string {
+	return "z" + base58.Encode(pk.SerializeCompressed())
+}
+
+// ParseUID returns the public key a uid names. Only the canonical shape is
+// accepted: "z" + base58btc of a 33-byte compressed point on the curve.
+func ParseUID(uid string) (*secp256k1.PublicKey, error) {
+	if len(uid) < 2 || len(uid) > MaxUIDBytes || uid[0] != 'z' {
+		return nil, fmt.Errorf("%w: %q is not \"z\" + base58btc of a compressed secp256k1 key", ErrBadUID, uid)
+	}
+	raw, err := base58.Decode(uid[1:])
+	if err != nil || len(raw) != secp256k1.PubKeyBytesLenCompressed || (raw[0] != 2 && raw[0] != 3) {
+		return nil, fmt.Errorf("%w: %q does not decode to a 33-byte compressed key", ErrBadUID, uid)
+	}
+	pk, err := secp256k1.ParsePubKey(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v", ErrBadUID, uid, err)
+	}
+	if base58.Encode(raw) != uid[1:] {
+		return nil, fmt.Errorf("%w: %q is not canonical base58", ErrBadUID, uid)
+	}
+	return pk, nil
+}
+
+// CheckUID reports whether uid is well formed.
+func CheckUID(uid string) error {
+	_, err := defaultKeys.get(uid)
+	return err
+}
+
+// Signer signs claims with a secp256k1 private key.
+type Signer struct {
+	priv *secp256k1.PrivateKey
+	uid  string
+}
+
+// NewSigner wraps a private key.
+func NewSigner(priv *secp256k1.PrivateKey) *Signer {
+	return &Signer{priv: priv, uid: UIDFromPubKey(priv.PubKey())}
+}
+
+// GenerateSigner makes a signer with a fresh random key.
+func GenerateSigner() (*Signer, error) {
+	priv, err := secp256k1.GeneratePrivateKeyFromRand(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	return NewSigner(priv), nil
+}
+
+// SignerFromHex parses a 32-byte private scalar written in hex (an optional
+// 0x prefix is allowed).
+func SignerFromHex(s string) (*Signer, error) {
+	s = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "0x"), "0X")
+	raw, err := hex.DecodeString(s)
+	if err != nil || len(raw) != 32 {
+		return nil, errors.New("private key must be 64 hex characters")
+	}
+	var k secp256k1.ModNScalar
+	if overflow := k.SetByteSlice(raw); overflow || k.IsZero() {
+		return nil, errors.New("private key is not a valid secp256k1 scalar")
+	}
+	return NewSigner(secp256k1.NewPrivateKey(&k)), nil
+}
+
+// LoadSigner reads a key file written by WriteFile.
+func LoadSigner(path string) (*Signer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read signer key: %w", err)
+	}
+	s, err := SignerFromHex(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("read signer key %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// WriteFile writes the private key as hex to path with mode 0600, refusing to
+// overwrite an existing file.
+func (s *Signer) WriteFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("write signer key: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write signer key: %w", err)
+	}
+	if _, err := f.WriteString(s.PrivateHex() + "\n"); err != nil {
+		f.Close()
+		return fmt.Errorf("write signer key: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write signer key: %w", err)
+	}
+	return f.Close()
+}
+
+// UID returns the signer's uid.
+func (s *Signer) UID() string { return s.uid }
+
+// PrivateKey returns the underlying key (the node uses it as its libp2p identity).
+func (s *Signer) PrivateKey() *secp256k1.PrivateKey { return s.priv }
+
+// PrivateHex returns the private scalar in hex.
+func (s *Signer) PrivateHex() string {
+	b := s.priv.Serialize()
+	return hex.EncodeToString(b)
+}
+
+// Sign sets c.UID to the signer's uid and c.Sig to an RFC 6979, low-S
+// signature over the claim id.
+func (s *Signer) Sign(c *Claim) {
+	c.UID = s.uid
+	id := c.ID()
+	sig := ecdsa.Sign(s.priv, id[:])
+	r, sc := sig.R(), sig.S()
+	r.PutBytesUnchecked(c.Sig[:32])
+	sc.PutBytesUnchecked(c.Sig[32:])
+}
+
+// Text, Retraction and Cipher build signed claims; ts is in milliseconds.
+func (s *Signer) Text(cid, key, value string, ts uint64) Claim {
+	c := Claim{CID: cid, Key: key, Kind: KindText, Value: []byte(value), TS: ts}
+	s.Sign(&c)
+	return c
+}
+
+func (s *Signer) Retraction(cid, key string, ts uint64) Claim {
+	c := Claim{CID: cid, Key: key, Kind: KindRetraction, TS: ts}
+	s.Sign(&c)
+	return c
+}
+
+func (s *Signer) Cipher(cid, key string, value []byte, ts uint64) Claim {
+	c := Claim{CID: cid, Key: key, Kind: KindCipher, Value: value, TS: ts}
+	s.Sign(&c)
+	return c
+}
+
+// ParseSig turns a compact (64-byte r‖s) or strict DER signature into the
+// compact form, refusing zero or out-of-range scalars and high S.
+func ParseSig(b []byte) ([SigBytes]byte, error) {
+	var out [SigBytes]byte
+	var r, s secp256k1.ModNScalar
+	if len(b) == SigBytes {
+		if r.SetByteSlice(b[:32]) || s.SetByteSlice(b[32:]) {
+			return out, fmt.Errorf("%w: r or s is not below the curve order", ErrBadSignature)
+		}
+	} else {
+		sig, err := ecdsa.ParseDERSignature(b)
+		if err != nil {
+			return out, fmt.Errorf("%w: neither 64-byte compact nor strict DER: %v", ErrBadSignature, err)
+		}
+		r, s = sig.R(), sig.S()
+	}
+	if r.IsZero() || s.IsZero() {
+		return out, fmt.Errorf("%w: r or s is zero", ErrBadSignature)
+	}
+	if s.IsOverHalfOrder() {
+		return out, fmt.Errorf("%w: high-S signature (malleable); use low-S", ErrBadSignature)
+	}
+	r.PutBytesUnchecked(out[:32])
+	s.PutBytesUnchecked(out[32:])
+	return out, nil
+}
+
+// Verify checks c's signature against its uid. It does not run Check.
+func (c *Claim) Verify() error { return defaultKeys.verify(c, c.ID()) }
+
+// VerifyID is Verify for a caller that already computed the claim's id.
+func (c *Claim) VerifyID(id ID) error { return defaultKeys.verify(c, id) }
+
+// VerifyAll verifies claims in parallel on all cores and returns one error
+// per claim (nil when valid). skip[i], when set, leaves claim i unverified.
+func VerifyAll(claims []Claim, ids []ID, skip []bool) []error {
+	errs := make([]error, len(claims))
+	workers := min(runtime.GOMAXPROCS(0), (len(claims)+15)/16)
+	if workers <= 1 {
+		for i := range claims {
+			if skip == nil || !skip[i] {
+				errs[i] = defaultKeys.verify(&claims[i], ids[i])
+			}
+		}
+		return errs
+	}
+	var wg sync.WaitGroup
+	chunk := (len(claims) + workers - 1) / workers
+	for lo := 0; lo < len(claims); lo += chunk {
+		hi := min(lo+chunk, len(claims))
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				if skip == nil || !skip[i] {
+					errs[i] = defaultKeys.verify(&claims[i], ids[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// keyCache keeps parsed public keys by uid: parsing (a square root on the
+// curve) costs about a tenth of a verification and signers repeat a lot.
+type keyCache struct {
+	mu   sync.RWMutex
+	keys map[string]*secp256k1.PublicKey
+}
+
+const keyCacheMax = 1 << 14
+
+var defaultKeys = &keyCache{keys: make(map[string]*secp256k1.PublicKey)}
+
+func (kc *keyCache) get(uid string) (*secp256k1.PublicKey, error) {
+	kc.mu.RLock()
+	pk := kc.keys[uid]
+	kc.mu.RUnlock()
+	if pk != nil {
+		return pk, nil
+	}
+	pk, err := ParseUID(uid)
+	if err != nil {
+		return nil, err
+	}
+	kc.mu.Lock()
+	if len(kc.keys) >= keyCacheMax {
+		clear(kc.keys) // crude but bounded; a working set this large is rare
+	}
+	kc.keys[uid] = pk
+	kc.mu.Unlock()
+	return pk, nil
+}
+
+func (kc *keyCache) verify(c *Claim, id ID) error {
+	pk, err := kc.get(c.UID)
+	if err != nil {
+		return err
+	}
+	var r, s secp256k1.ModNScalar
+	if r.SetByteSlice(c.Sig[:32]) || s.SetByteSlice(c.Sig[32:]) || r.IsZero() || s.IsZero() {
+		return fmt.Errorf("%w: r or s out of range", ErrBadSignature)
+	}
+	if s.IsOverHalfOrder() {
+		return fmt.Errorf("%w: high-S signature (malleable)", ErrBadSignature)
+	}
+	if !ecdsa.NewSignature(&r, &s).Verify(id[:], pk) {
+		return fmt.Errorf("%w: does not verify against %s", ErrBadSignature, c.UID)
+	}
+	return nil
+}
