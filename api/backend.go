@@ -1,0 +1,126 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/metanode/metanode/store"
+)
+
+// Store is the claims engine as the API reads it; *store.Store implements it.
+type Store interface {
+	Record(ctx context.Context, h, as string) (store.Record, error)
+	Resolve(ctx context.Context, h string) (string, error)
+	Field(ctx context.Context, h, key string) (string, error)
+	Claims(ctx context.Context, h string, f store.ClaimFilter) (store.GroupClaims, error)
+	Merge(ctx context.Context, claims []store.Claim, as string) (store.MergeResult, error)
+	RIDs(ctx context.Context) ([]string, error)
+	List(ctx context.Context, offset, limit int) ([]store.ListItem, int, error)
+	Search(ctx context.Context, q store.SearchQuery) ([]store.SearchHit, int, error)
+	Schema(ctx context.Context) (map[string]store.SchemaField, error)
+	Stats(ctx context.Context) (store.Stats, error)
+	LocalFileForCID(ctx context.Context, cid string) (store.LocalFile, error)
+	FileTuples(ctx context.Context) ([]store.FileTuple, int64, error)
+	KVGet(ctx context.Context, key string) (string, bool, error)
+	KVPut(ctx context.Context, key, value string) error
+	KVDelete(ctx context.Context, key string) (bool, error)
+	Clear(ctx context.Context) (int, error)
+	Subscribe(stream store.Stream, after string) (*store.Subscription, error)
+	Snapshot(ctx context.Context, fn func(store.Event) error) (string, error)
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Node is what only the running node can answer; node.Node implements it.
+type Node interface {
+	// SubmitClaims is a local write: auto-trust and vouch for new local
+	// signers (when enabled), store, then publish what was stored.
+	SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.Result, error)
+	// RemoteRecord answers GET /api/meta/{cid}?remote=1: the local record,
+	// or on a local miss a lookup through the swarm. store.ErrNotFound when
+	// no peer knows the cid within the timeout.
+	RemoteRecord(ctx context.Context, cid, as string) (store.Record, error)
+	// RegisterFile hashes and records a file under the files root
+	// (POST /api/files/register); rel is relative to the root.
+	RegisterFile(ctx context.Context, rel string) (RegisterResult, error)
+	SwarmStatus(ctx context.Context) (SwarmStatus, error)
+	SwarmPeers(ctx context.Context) ([]PeerInfo, error)
+	TrustList(ctx context.Context) (TrustList, error)
+	Trust(ctx context.Context, uid string) error
+	Distrust(ctx context.Context, uid string) error
+	Health(ctx context.Context) Health
+}
+
+// RegisterResult is the answer of POST /api/files/register.
+type RegisterResult struct {
+	Root    string `json:"root"` // the record's rid
+	CID     string `json:"cid"`  // the file's midhash256
+	Created bool   `json:"created"`
+	Path    string `json:"path"` // absolute path
+	Size    int64  `json:"size"`
+}
+
+// SwarmStatus is the answer of GET /api/swarm/status.
+type SwarmStatus struct {
+	PeerID    string     `json:"peerId"`
+	UID       string     `json:"uid"`
+	Addrs     []string   `json:"addrs"` // multiaddrs ending in /p2p/<peerId>
+	Swarm     string     `json:"swarm"`
+	Private   bool       `json:"private"`
+	Peers     int        `json:"peers"`
+	Trust     string     `json:"trust"`
+	Replicate string     `json:"replicate"`
+	DHT       DHTStatus  `json:"dht"`
+	Sync      SyncStatus `json:"sync"`
+	// Errors are recent problems an owner should see, e.g. "swarm key
+	// mismatch / cannot negotiate with <peer>".
+	Errors []string `json:"errors"`
+}
+
+// DHTStatus is the DHT part of SwarmStatus.
+type DHTStatus struct {
+	Mode         string `json:"mode"` // server or client
+	RoutingTable int    `json:"routingTable"`
+	Provided     int64  `json:"provided"` // cids provided so far
+}
+
+// SyncStatus is the catch-up part of SwarmStatus.
+type SyncStatus struct {
+	Sessions       int64                   `json:"sessions"`
+	ClaimsSent     int64                   `json:"claimsSent"`
+	ClaimsReceived int64                   `json:"claimsReceived"`
+	Peers          map[string]PeerSyncInfo `json:"peers"`
+}
+
+// PeerSyncInfo is the sync state with one peer.
+type PeerSyncInfo struct {
+	LastSync       time.Time `json:"lastSync,omitzero"`
+	LastError      string    `json:"lastError,omitempty"`
+	RoundTrips     int       `json:"roundTrips"`
+	ClaimsSent     int64     `json:"claimsSent"`
+	ClaimsReceived int64     `json:"claimsReceived"`
+}
+
+// PeerInfo is one row of GET /api/swarm/peers.
+type PeerInfo struct {
+	PeerID         string    `json:"peerId"`
+	Addrs          []string  `json:"addrs"`
+	ConnectedSince time.Time `json:"connectedSince"`
+	LatencyMs      float64   `json:"latencyMs"`
+	LastSync       time.Time `json:"lastSync,omitzero"`
+	ClaimsSent     int64     `json:"claimsSent"`
+	ClaimsReceived int64     `json:"claimsReceived"`
+}
+
+// TrustList is the answer of GET /api/trust.
+type TrustList struct {
+	Mode    string             `json:"mode"` // list or open
+	Trusted []store.TrustEntry `json:"trusted"`
+}
+
+// Health is the answer of GET /health.
+type Health struct {
+	Status string `json:"status"` // ok or degraded
+	// Checks name each part and its state ("ok" or what is wrong).
+	Checks map[string]string `json:"checks,omitempty"`
+}
