@@ -1,0 +1,238 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/swarm"
+)
+
+var _ api.Node = (*Node)(nil)
+
+// SubmitClaims is a local write (POST /api/claims). In list mode with
+// auto-trust on, every new signer with a validly signed claim in the batch is
+// put on the trust list and vouched for by the node (the vouch is stored
+// first, so it travels with or before the signer's claims); a signer the
+// owner distrusted is never trusted this way. Then the batch is stored, and
+// what was stored is published and provided.
+func (n *Node) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.Result, error) {
+	vouches, err := n.trustLocalSigners(ctx, claims)
+	if err != nil {
+		return nil, err
+	}
+	if len(vouches) > 0 {
+		res, err := n.store.Submit(ctx, vouches, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})
+		if err != nil {
+			return nil, fmt.Errorf("store vouches: %w", err)
+		}
+		n.share(vouches, res)
+	}
+	res, err := n.store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginLocal})
+	if err != nil {
+		return nil, err
+	}
+	n.share(claims, res)
+	return res, nil
+}
+
+// trustLocalSigners trusts the new signers of a local batch and returns the
+// vouch claims to store for them.
+func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) ([]store.Claim, error) {
+	if n.cfg.NoAutoTrust || n.store.TrustMode() != store.TrustList {
+		return nil, nil
+	}
+	seen := make(map[string]bool)
+	var vouches []store.Claim
+	for i := range claims {
+		uid := claims[i].UID
+		if seen[uid] || n.store.Trusted(uid) || n.isDistrusted(uid) {
+			continue
+		}
+		// Only a signature that verifies proves the writer holds the key:
+		// a garbage claim must not put an arbitrary uid on the list.
+		if claims[i].Verify() != nil {
+			continue
+		}
+		seen[uid] = true
+		if err := n.store.Trust(ctx, uid, "local writer"); err != nil {
+			return nil, fmt.Errorf("trust local signer %s: %w", uid, err)
+		}
+		v := n.identity.Text(n.peerCID, store.VouchPrefix+uid, "true", n.nowMS())
+		vouches = append(vouches, v)
+		n.log.Info("trusted and vouched for a local signer", "uid", uid)
+	}
+	return vouches, nil
+}
+
+// share publishes the claims that were newly stored and provides their cids.
+func (n *Node) share(claims []store.Claim, res []store.Result) {
+	var out []store.Claim
+	cids := make(map[string]bool)
+	for i := range res {
+		if i < len(claims) && res[i].Stored {
+			out = append(out, claims[i])
+			cids[claims[i].CID] = true
+		}
+	}
+	if len(out) == 0 {
+		return
+	}
+	n.swarm.Publish(out)
+	list := make([]string, 0, len(cids))
+	for c := range cids {
+		list = append(list, c)
+	}
+	n.swarm.Provide(list...)
+}
+
+func (n *Node) nowMS() uint64 { return uint64(n.cfg.Now().UnixMilli()) }
+
+func (n *Node) isDistrusted(uid string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.distrusted[uid]
+}
+
+// RemoteRecord answers from the store, or on a local miss looks the cid up
+// in the swarm and answers from what was fetched.
+func (n *Node) RemoteRecord(ctx context.Context, cid, as string) (store.Record, error) {
+	rec, err := n.store.Record(ctx, cid, as)
+	if !errors.Is(err, store.ErrNotFound) {
+		return rec, err
+	}
+	if _, err := n.swarm.Lookup(ctx, cid); err != nil {
+		if errors.Is(err, swarm.ErrNotFound) {
+			return store.Record{}, fmt.Errorf("%w: no peer knows %s", store.ErrNotFound, cid)
+		}
+		return store.Record{}, fmt.Errorf("remote lookup: %w", err)
+	}
+	return n.store.Record(ctx, cid, as)
+}
+
+// SwarmStatus maps the swarm's state to the API's shape.
+func (n *Node) SwarmStatus(ctx context.Context) (api.SwarmStatus, error) {
+	st := n.swarm.Status()
+	out := api.SwarmStatus{
+		PeerID:    st.PeerID,
+		UID:       n.identity.UID(),
+		Addrs:     nonNil(st.Addrs),
+		Swarm:     st.Name,
+		Private:   st.Private,
+		Peers:     st.Peers,
+		Trust:     string(n.store.TrustMode()),
+		Replicate: string(n.cfg.Replicate),
+		DHT:       api.DHTStatus{Mode: st.DHTMode, RoutingTable: st.RoutingTable, Provided: st.Provided},
+		Sync: api.SyncStatus{
+			Sessions:       st.Sessions,
+			ClaimsSent:     st.ClaimsSent,
+			ClaimsReceived: st.ClaimsRecvd,
+			Peers:          make(map[string]api.PeerSyncInfo, len(st.PeerSync)),
+		},
+		Errors: nonNil(st.Errors),
+	}
+	for p, s := range st.PeerSync {
+		out.Sync.Peers[p] = api.PeerSyncInfo{
+			LastSync: s.LastSync, LastError: s.LastError, RoundTrips: s.RoundTrips,
+			ClaimsSent: s.ClaimsSent, ClaimsReceived: s.ClaimsRecvd,
+		}
+	}
+	return out, nil
+}
+
+// SwarmPeers maps the connected peers to the API's shape.
+func (n *Node) SwarmPeers(ctx context.Context) ([]api.PeerInfo, error) {
+	peers := n.swarm.Peers()
+	out := make([]api.PeerInfo, 0, len(peers))
+	for _, p := range peers {
+		out = append(out, api.PeerInfo{
+			PeerID:         p.PeerID,
+			Addrs:          nonNil(p.Addrs),
+			ConnectedSince: p.ConnectedSince,
+			LatencyMs:      float64(p.Latency) / float64(time.Millisecond),
+			LastSync:       p.LastSync,
+			ClaimsSent:     p.ClaimsSent,
+			ClaimsReceived: p.ClaimsRecvd,
+		})
+	}
+	return out, nil
+}
+
+// TrustList is the store's trust list and policy.
+func (n *Node) TrustList(ctx context.Context) (api.TrustList, error) {
+	list, err := n.store.TrustList(ctx)
+	if err != nil {
+		return api.TrustList{}, err
+	}
+	return api.TrustList{Mode: string(n.store.TrustMode()), Trusted: nonNil(list)}, nil
+}
+
+// Trust puts uid on the trust list and re-syncs with peers so the signer's
+// earlier claims arrive.
+func (n *Node) Trust(ctx context.Context, uid string) error {
+	if err := n.store.Trust(ctx, uid, "owner"); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	delete(n.distrusted, uid)
+	n.mu.Unlock()
+	n.swarm.Resync()
+	return nil
+}
+
+// Distrust blocks uid and withdraws this node's vouch for it (a signed
+// retraction of vouch/<uid>, harmless when there was none), so other homes
+// stop trusting it through this node.
+func (n *Node) Distrust(ctx context.Context, uid string) error {
+	if err := n.store.Distrust(ctx, uid); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.distrusted[uid] = true
+	n.mu.Unlock()
+	if n.store.TrustMode() == store.TrustList {
+		r := n.identity.Retraction(n.peerCID, store.VouchPrefix+uid, n.nowMS())
+		res, err := n.store.Submit(ctx, []store.Claim{r}, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})
+		if err != nil {
+			return fmt.Errorf("withdraw vouch: %w", err)
+		}
+		n.share([]store.Claim{r}, res)
+	}
+	n.swarm.Resync()
+	return nil
+}
+
+// Health reports each part's state; the node is degraded when its store
+// cannot answer.
+func (n *Node) Health(ctx context.Context) api.Health {
+	h := api.Health{Status: "ok", Checks: map[string]string{}}
+	if _, err := n.store.Stats(ctx); err != nil {
+		h.Status = "degraded"
+		h.Checks["store"] = err.Error()
+	} else {
+		h.Checks["store"] = "ok"
+	}
+	select {
+	case <-n.store.SyncReady():
+		h.Checks["sync-set"] = "ok"
+	default:
+		h.Checks["sync-set"] = "loading"
+	}
+	if errs := n.swarm.Status().Errors; len(errs) > 0 {
+		h.Checks["swarm"] = errs[len(errs)-1]
+	} else {
+		h.Checks["swarm"] = "ok"
+	}
+	h.Checks["watcher"] = n.watcherHealth()
+	return h
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

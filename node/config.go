@@ -1,0 +1,97 @@
+package node
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/metanode/metanode/store"
+)
+
+// Replicate says which peer claims a node keeps.
+type Replicate string
+
+const (
+	// ReplicateAll keeps every claim of a trusted signer.
+	ReplicateAll Replicate = "all"
+	// ReplicateInterest keeps only claims about cids the node already has a
+	// record for (local files, looked-up cids and cids linked to them);
+	// gossip is still validated and relayed.
+	ReplicateInterest Replicate = "interest"
+)
+
+// File names inside the data directory.
+const (
+	KeyFile      = "node.key"     // the node's secp256k1 identity, hex, 0600
+	TruthFile    = "truth.db"     // the truth database: back it up
+	CacheFile    = "cache.db"     // the derived cache: rebuilt when missing
+	SwarmKeyFile = "swarm.key"    // a private swarm's pre-shared key
+	ConfigFile   = "metanode.yml" // optional config, read by serve
+)
+
+// DefaultHTTPAddr is where the local API listens unless told otherwise.
+const DefaultHTTPAddr = "127.0.0.1:9000"
+
+// Config configures a Node. Zero fields take the documented defaults.
+type Config struct {
+	// DataDir holds the node key and, by default, both databases. Required;
+	// created 0700 when missing.
+	DataDir   string
+	KeyPath   string // node identity; default DataDir/node.key (made on first Open)
+	TruthPath string // default DataDir/truth.db
+	CachePath string // default DataDir/cache.db
+
+	HTTPAddr string // local API; default DefaultHTTPAddr; "127.0.0.1:0" picks a free port
+
+	Listen       []string // swarm multiaddrs; nil: the swarm's default (TCP and QUIC on 4001)
+	Bootstrap    []string // peers to join through (multiaddrs ending in /p2p/<peerId>)
+	SwarmName    string   // default swarm.DefaultName ("metamesh")
+	SwarmKeyPath string   // go-ipfs swarm.key file: a private swarm; "" for a public one
+
+	FilesRoot string // files root for the watcher; "" runs no watcher
+
+	Trust store.TrustMode // default store.TrustList
+	// NoAutoTrust turns off trusting and vouching for local writers: then a
+	// local write by an untrusted signer is rejected with untrusted_signer.
+	NoAutoTrust bool
+	Replicate   Replicate // default ReplicateAll
+
+	MDNS         bool // LAN discovery
+	DHTServer    bool // kad-dht server mode
+	RelayService bool // act as a relay (bootstrap profile)
+	PeerExchange bool // gossipsub peer exchange (bootstrap profile)
+	MaxConns     int  // connection manager high water; default swarm.DefaultMaxConns
+
+	SyncInterval  time.Duration // periodic reconciliation; default the swarm's
+	LookupTimeout time.Duration // remote lookups; default the swarm's
+
+	Logger *slog.Logger // default slog.Default()
+	Now    func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.KeyPath == "" {
+		c.KeyPath = join(c.DataDir, KeyFile)
+	}
+	if c.TruthPath == "" {
+		c.TruthPath = join(c.DataDir, TruthFile)
+	}
+	if c.CachePath == "" {
+		c.CachePath = join(c.DataDir, CacheFile)
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = DefaultHTTPAddr
+	}
+	if c.Trust == "" {
+		c.Trust = store.TrustList
+	}
+	if c.Replicate == "" {
+		c.Replicate = ReplicateAll
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}

@@ -1,0 +1,277 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/swarm"
+)
+
+// ErrClosed is returned by a second Close, and by Open after Close.
+var ErrClosed = errors.New("node closed")
+
+// Node is one running metanode: store, swarm, watcher and API.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+	reg *prometheus.Registry
+
+	identity *store.Signer
+	peerCID  string // store.PeerIDCID(uid): where this node's vouches live
+
+	store *store.Store
+	swarm *swarm.Swarm
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	closers []namedCloser // in open order; closed in reverse
+	ready   chan struct{}
+
+	mu         sync.Mutex
+	opened     bool
+	closed     bool
+	distrusted map[string]bool // uids the owner distrusted in this run: never auto-trusted again
+}
+
+type namedCloser struct {
+	name  string
+	close func() error
+}
+
+// New returns an unopened node; it does no I/O.
+func New(cfg Config) *Node {
+	cfg = cfg.withDefaults()
+	return &Node{
+		cfg:        cfg,
+		log:        cfg.Logger.With("component", "node"),
+		reg:        prometheus.NewRegistry(),
+		ready:      make(chan struct{}),
+		distrusted: make(map[string]bool),
+	}
+}
+
+// Open loads (or makes) the identity and opens the store, the swarm, the
+// watcher and the API, in that order. A failure closes what was opened.
+// ctx bounds only Open; the node's loops run until Close.
+func (n *Node) Open(ctx context.Context) (err error) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return ErrClosed
+	}
+	if n.opened {
+		n.mu.Unlock()
+		return errors.New("open node: already open")
+	}
+	n.opened = true
+	n.mu.Unlock()
+
+	n.ctx, n.cancel = context.WithCancelCause(context.Background())
+	defer func() {
+		if err != nil {
+			n.release()
+		}
+	}()
+	if n.cfg.DataDir != "" {
+		if err := EnsureDataDir(n.cfg.DataDir); err != nil {
+			return fmt.Errorf("open node: %w", err)
+		}
+	}
+	if err := n.openIdentity(); err != nil {
+		return fmt.Errorf("open node: %w", err)
+	}
+	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	steps := []struct {
+		name string
+		open func(context.Context) error
+	}{
+		{"store", n.openStore},
+		{"swarm", n.openSwarm},
+		{"watcher", n.openWatcher},
+		{"api", n.openAPI},
+	}
+	for _, s := range steps {
+		if err := s.open(ctx); err != nil {
+			return fmt.Errorf("open %s: %w", s.name, err)
+		}
+	}
+	n.wg.Go(n.relayTrustChanges)
+	close(n.ready)
+	n.log.Info("node open", "uid", n.identity.UID(), "peer", n.PeerID(), "api", n.APIURL())
+	return nil
+}
+
+func (n *Node) openIdentity() error {
+	if n.cfg.KeyPath == "" {
+		return errors.New("node identity: no data directory or key path")
+	}
+	id, created, err := LoadOrCreateIdentity(n.cfg.KeyPath)
+	if err != nil {
+		return err
+	}
+	if created {
+		n.log.Info("made a new node key", "path", n.cfg.KeyPath, "uid", id.UID())
+	}
+	cid, err := store.PeerIDCID(id.UID())
+	if err != nil {
+		return fmt.Errorf("node identity: %w", err)
+	}
+	n.identity, n.peerCID = id, cid
+	return nil
+}
+
+func (n *Node) openStore(ctx context.Context) error {
+	if n.cfg.TruthPath == "" || n.cfg.CachePath == "" {
+		return errors.New("no data directory or database paths")
+	}
+	st := store.New(store.Config{
+		TruthPath:  n.cfg.TruthPath,
+		CachePath:  n.cfg.CachePath,
+		Logger:     n.cfg.Logger.With("component", "store"),
+		Registerer: n.reg,
+		Trust:      n.cfg.Trust,
+		OwnUID:     n.identity.UID(),
+		Now:        n.cfg.Now,
+	})
+	if err := st.Open(ctx); err != nil {
+		return err
+	}
+	n.store = st
+	n.addCloser("store", st.Close)
+	return nil
+}
+
+func (n *Node) openSwarm(ctx context.Context) error {
+	var psk []byte
+	if n.cfg.SwarmKeyPath != "" {
+		var err error
+		if psk, err = ReadSwarmKey(n.cfg.SwarmKeyPath); err != nil {
+			return err
+		}
+	}
+	scfg := swarm.Config{
+		Identity:      n.identity,
+		Store:         n.swarmStore(),
+		Listen:        n.cfg.Listen,
+		Bootstrap:     n.cfg.Bootstrap,
+		Name:          n.cfg.SwarmName,
+		PSK:           psk,
+		MDNS:          n.cfg.MDNS,
+		DHTServer:     n.cfg.DHTServer,
+		RelayService:  n.cfg.RelayService,
+		PeerExchange:  n.cfg.PeerExchange,
+		MaxConns:      n.cfg.MaxConns,
+		SyncInterval:  n.cfg.SyncInterval,
+		LookupTimeout: n.cfg.LookupTimeout,
+		Logger:        n.cfg.Logger.With("component", "swarm"),
+		Registerer:    n.reg,
+	}
+	n.configureInterest(&scfg)
+	sw := swarm.New(scfg)
+	if err := sw.Open(ctx); err != nil {
+		return err
+	}
+	n.swarm = sw
+	n.addCloser("swarm", sw.Close)
+	return nil
+}
+
+func (n *Node) addCloser(name string, f func() error) {
+	n.closers = append(n.closers, namedCloser{name, f})
+}
+
+// relayTrustChanges re-syncs with peers whenever the effective trusted set
+// changes (a trust command, or a vouch claim arriving): claims refused before
+// may now be welcome.
+func (n *Node) relayTrustChanges() {
+	ch := n.store.TrustChanges()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			n.swarm.Resync()
+		}
+	}
+}
+
+// Close stops the node: its own loop, then the API, watcher, swarm and store.
+// A second call returns ErrClosed.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return ErrClosed
+	}
+	n.closed = true
+	opened := n.opened
+	n.mu.Unlock()
+	if !opened {
+		return nil
+	}
+	err := n.release()
+	n.log.Info("node closed")
+	return err
+}
+
+// release cancels the node's loop, waits for it and closes the components
+// opened so far, newest first.
+func (n *Node) release() error {
+	n.cancel(ErrClosed)
+	n.wg.Wait()
+	var errs []error
+	for i := len(n.closers) - 1; i >= 0; i-- {
+		c := n.closers[i]
+		if err := c.close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", c.name, err))
+		}
+	}
+	n.closers = nil
+	return errors.Join(errs...)
+}
+
+// Ready is closed once Open has succeeded and the API serves.
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// UID is the node's signer uid (valid after Open).
+func (n *Node) UID() string {
+	if n.identity == nil {
+		return ""
+	}
+	return n.identity.UID()
+}
+
+// PeerID is the node's libp2p peer id (valid after Open).
+func (n *Node) PeerID() string {
+	if n.swarm == nil {
+		return ""
+	}
+	return n.swarm.PeerID()
+}
+
+// Addrs are the swarm's listen addresses ending in /p2p/<peerId>.
+func (n *Node) Addrs() []string {
+	if n.swarm == nil {
+		return nil
+	}
+	return n.swarm.Addrs()
+}
+
+// Store is the node's claims engine (valid after Open); tests and benchmarks
+// read it directly.
+func (n *Node) Store() *store.Store { return n.store }
+
+// Registry is the node's metrics registry, served at /metrics.
+func (n *Node) Registry() *prometheus.Registry { return n.reg }
