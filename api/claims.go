@@ -1,0 +1,291 @@
+package api
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/metanode/metanode/store"
+)
+
+// ClaimsRequest is the body of POST /api/claims.
+type ClaimsRequest struct {
+	Claims []store.ClaimJSON `json:"claims"`
+}
+
+// ClaimResult is the outcome of one submitted claim. ID is empty when the
+// claim could not be decoded far enough to have one.
+type ClaimResult struct {
+	ID      string `json:"id"`
+	Status  string `json:"status"`            // accepted, unchanged, stale or rejected
+	Error   string `json:"error,omitempty"`   // the slug, when rejected
+	Message string `json:"message,omitempty"` // why, when rejected
+}
+
+// ClaimsResponse is the answer of POST /api/claims: one result per claim,
+// in request order, and the count of each outcome.
+type ClaimsResponse struct {
+	Results   []ClaimResult `json:"results"`
+	Accepted  int           `json:"accepted"`
+	Unchanged int           `json:"unchanged"`
+	Stale     int           `json:"stale"`
+	Rejected  int           `json:"rejected"`
+}
+
+// add counts one result and appends it.
+func (cr *ClaimsResponse) add(r ClaimResult) {
+	switch r.Status {
+	case "accepted":
+		cr.Accepted++
+	case "unchanged":
+		cr.Unchanged++
+	case "stale":
+		cr.Stale++
+	default:
+		cr.Rejected++
+	}
+	cr.Results = append(cr.Results, r)
+}
+
+// GroupClaimsResponse is the answer of GET /api/meta/{cid}/claims and
+// GET /api/metadata/{rid}/claims.
+type GroupClaimsResponse struct {
+	RID    string            `json:"rid"`
+	CIDs   []string          `json:"cids"`
+	Claims []store.ClaimJSON `json:"claims"` // each with its id
+}
+
+// MergeRequest is the body of POST /api/merge.
+type MergeRequest struct {
+	Claims []json.RawMessage `json:"claims"`
+	As     string            `json:"as,omitempty"`
+}
+
+// MergeRejection names one refused input claim of POST /api/merge.
+type MergeRejection struct {
+	Index   int    `json:"index"`
+	Error   string `json:"error"`   // slug
+	Message string `json:"message"` // why
+}
+
+// MergeResponse is the answer of POST /api/merge.
+type MergeResponse struct {
+	Fields   map[string]string `json:"fields"`
+	NSrc     map[string]int    `json:"nsrc"`
+	Rejected []MergeRejection  `json:"rejected"`
+}
+
+// claimsBody is the wire shape read by the server: claims stay raw so that
+// one that does not decode is rejected alone rather than failing the body.
+type claimsBody struct {
+	Claims *[]json.RawMessage `json:"claims"`
+}
+
+// decodedClaim is one slot of a batch: the claim, or why it did not decode.
+type decodedClaim struct {
+	claim store.Claim
+	err   error
+	id    string // known even for some failures (a bad signature)
+}
+
+// readClaims reads a claims batch body: 413 beyond MaxClaimsBody or
+// MaxClaims, 400 when it is not {"claims":[…]}.
+func readClaims(w http.ResponseWriter, r *http.Request) ([]json.RawMessage, error) {
+	body, err := readBody(w, r, MaxClaimsBody)
+	if err != nil {
+		return nil, err
+	}
+	var b claimsBody
+	if err := decodeJSON(body, &b); err != nil {
+		return nil, err
+	}
+	if b.Claims == nil {
+		return nil, badRequest(`body must be {"claims":[…]}`)
+	}
+	if n := len(*b.Claims); n > MaxClaims {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "%d claims exceed the limit of %d per request", n, MaxClaims)
+	}
+	return *b.Claims, nil
+}
+
+// decodeClaims decodes each claim on its own, on all cores for a big batch
+// (JSON and base64 decoding are a few percent of a verification each).
+func decodeClaims(raws []json.RawMessage) []decodedClaim {
+	out := make([]decodedClaim, len(raws))
+	workers := min(runtime.GOMAXPROCS(0), (len(raws)+255)/256)
+	if workers <= 1 {
+		for i := range raws {
+			out[i] = decodeClaim(raws[i])
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	chunk := (len(raws) + workers - 1) / workers
+	for lo := 0; lo < len(raws); lo += chunk {
+		hi := min(lo+chunk, len(raws))
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				out[i] = decodeClaim(raws[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func decodeClaim(raw json.RawMessage) decodedClaim {
+	var j store.ClaimJSON
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return decodedClaim{err: fmt.Errorf("%w: %v", store.ErrMalformed, err)}
+	}
+	c, err := j.Claim()
+	if err != nil {
+		d := decodedClaim{err: err}
+		if errors.Is(err, store.ErrBadSignature) { // everything but the signature decoded
+			d.id = c.ID().String()
+		}
+		return d
+	}
+	return decodedClaim{claim: c, id: c.ID().String()}
+}
+
+func rejected(id string, err error) ClaimResult {
+	return ClaimResult{ID: id, Status: store.Rejected.String(), Error: store.Slug(err), Message: err.Error()}
+}
+
+func (s *Server) handlePostClaims(w http.ResponseWriter, r *http.Request) error {
+	raws, err := readClaims(w, r)
+	if err != nil {
+		return err
+	}
+	decoded := decodeClaims(raws)
+	claims := make([]store.Claim, 0, len(decoded))
+	for _, d := range decoded {
+		if d.err == nil {
+			claims = append(claims, d.claim)
+		}
+	}
+	var results []store.Result
+	if len(claims) > 0 {
+		results, err = s.cfg.Node.SubmitClaims(r.Context(), claims)
+		if err != nil {
+			return fmt.Errorf("submit claims: %w", err)
+		}
+		if len(results) != len(claims) {
+			return fmt.Errorf("submit claims: %d results for %d claims", len(results), len(claims))
+		}
+	}
+	out := ClaimsResponse{Results: make([]ClaimResult, 0, len(decoded))}
+	next := 0
+	for _, d := range decoded {
+		if d.err != nil {
+			out.add(rejected(d.id, d.err))
+			continue
+		}
+		res := results[next]
+		next++
+		if res.Outcome == store.Rejected {
+			err := res.Err
+			if err == nil {
+				err = errors.New("rejected")
+			}
+			out.add(rejected(d.id, err))
+			continue
+		}
+		out.add(ClaimResult{ID: res.ID.String(), Status: res.Outcome.String()})
+	}
+	s.countClaims(out)
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) countClaims(out ClaimsResponse) {
+	for _, c := range []struct {
+		outcome string
+		n       int
+	}{{"accepted", out.Accepted}, {"unchanged", out.Unchanged}, {"stale", out.Stale}, {"rejected", out.Rejected}} {
+		if c.n > 0 {
+			s.metrics.claims.WithLabelValues(c.outcome).Add(float64(c.n))
+		}
+	}
+}
+
+func (s *Server) handleCIDClaims(w http.ResponseWriter, r *http.Request) error {
+	return s.writeGroupClaims(w, r, r.PathValue("cid"), SlugUnknownCID)
+}
+
+func (s *Server) handleRIDClaims(w http.ResponseWriter, r *http.Request) error {
+	return s.writeGroupClaims(w, r, r.PathValue("rid"), SlugUnknownRoot)
+}
+
+func (s *Server) writeGroupClaims(w http.ResponseWriter, r *http.Request, h, notFound string) error {
+	q := r.URL.Query()
+	g, err := s.cfg.Store.Claims(r.Context(), h, store.ClaimFilter{Key: q.Get("key"), UID: q.Get("uid")})
+	if err != nil {
+		return notFoundAs(err, notFound)
+	}
+	out := GroupClaimsResponse{RID: g.RID, CIDs: nonNil(g.CIDs), Claims: make([]store.ClaimJSON, len(g.Claims))}
+	for i := range g.Claims {
+		out.Claims[i] = g.Claims[i].ToJSON(true)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleMerge(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r, MaxClaimsBody)
+	if err != nil {
+		return err
+	}
+	var req MergeRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return err
+	}
+	if len(req.Claims) > MaxClaims {
+		return errorf(http.StatusRequestEntityTooLarge, "%d claims exceed the limit of %d per request", len(req.Claims), MaxClaims)
+	}
+	as, err := asParam(req.As)
+	if err != nil {
+		return err
+	}
+	out := MergeResponse{Rejected: []MergeRejection{}}
+	decoded := decodeClaims(req.Claims)
+	claims := make([]store.Claim, 0, len(decoded))
+	index := make([]int, 0, len(decoded)) // position in claims → position in the request
+	for i, d := range decoded {
+		if d.err != nil {
+			out.Rejected = append(out.Rejected, MergeRejection{Index: i, Error: store.Slug(d.err), Message: d.err.Error()})
+			continue
+		}
+		claims = append(claims, d.claim)
+		index = append(index, i)
+	}
+	res, err := s.cfg.Store.Merge(r.Context(), claims, as)
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	for _, rj := range res.Rejected {
+		i := rj.Index
+		if i >= 0 && i < len(index) {
+			i = index[i]
+		}
+		msg := "rejected"
+		if rj.Err != nil {
+			msg = rj.Err.Error()
+		}
+		out.Rejected = append(out.Rejected, MergeRejection{Index: i, Error: store.Slug(rj.Err), Message: msg})
+	}
+	sortRejections(out.Rejected)
+	out.Fields, out.NSrc = nonNilMap(res.Fields), res.NSrc
+	if out.NSrc == nil {
+		out.NSrc = map[string]int{}
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func sortRejections(rs []MergeRejection) {
+	slices.SortStableFunc(rs, func(a, b MergeRejection) int { return cmp.Compare(a.Index, b.Index) })
+}

@@ -1,0 +1,212 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/metanode/metanode/store"
+)
+
+// RegisterRequest is the body of POST /api/files/register.
+type RegisterRequest struct {
+	Path string `json:"path"` // relative to the files root, under plugin/
+}
+
+// FileInfo is the answer of GET /api/file/{cid}/info (200 even when absent).
+type FileInfo struct {
+	Exists      bool   `json:"exists"`
+	ContentType string `json:"contentType,omitempty"`
+	Size        *int64 `json:"size,omitempty"`
+	FilePath    string `json:"filePath,omitempty"`
+}
+
+// FileTuple is one row of GET /api/files/tuples.
+type FileTuple struct {
+	HashID    string `json:"hashId"`
+	FilePath  string `json:"filePath"`
+	SizeByte  int64  `json:"sizeByte"`
+	MtimeNano int64  `json:"mtimeNano"`
+}
+
+// FileTuplesResponse is the answer of GET /api/files/tuples; Files is
+// omitted with ?summary=1.
+type FileTuplesResponse struct {
+	Files     *[]FileTuple `json:"files,omitempty"`
+	Count     int          `json:"count"`
+	TotalSize int64        `json:"totalSize"`
+}
+
+// checkPluginPath accepts only a clean relative path under plugin/: plugins
+// may register their own outputs, nothing else.
+func checkPluginPath(p string) error {
+	switch {
+	case p == "":
+		return badRequest("path is required")
+	case strings.ContainsAny(p, "\\\x00"):
+		return badRequest("path %q contains a backslash or NUL", p)
+	case path.IsAbs(p) || filepath.IsAbs(p):
+		return badRequest("path %q must be relative to the files root", p)
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == ".." {
+			return badRequest("path %q must not contain ..", p)
+		}
+	}
+	rest, ok := strings.CutPrefix(p, "plugin/")
+	switch {
+	case !ok || rest == "":
+		return badRequest("path %q must name a file under plugin/", p)
+	case path.Clean(p) != p || !filepath.IsLocal(p):
+		return badRequest("path %q is not clean (write %q)", p, path.Clean(p))
+	}
+	return nil
+}
+
+func (s *Server) handleRegisterFile(w http.ResponseWriter, r *http.Request) error {
+	var req RegisterRequest
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		return err
+	}
+	if err := checkPluginPath(req.Path); err != nil {
+		return err
+	}
+	if s.cfg.FilesRoot != "" {
+		// A symlink under plugin/ must not register a file from elsewhere.
+		if _, err := s.resolveUnderRoot(filepath.Join(s.cfg.FilesRoot, filepath.FromSlash(req.Path))); err != nil {
+			return err
+		}
+	}
+	res, err := s.cfg.Node.RegisterFile(r.Context(), req.Path)
+	if err != nil {
+		return notFoundAs(err, SlugUnknownRoot)
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	return writeJSON(w, status, res)
+}
+
+// errOutsideRoot refuses a file that resolves outside the files root.
+var errOutsideRoot = errors.New("not under the files root")
+
+// resolveUnderRoot resolves symlinks in p and returns it relative to the
+// (resolved) files root; a missing file is fs.ErrNotExist, one that lands
+// outside the root a 400.
+func (s *Server) resolveUnderRoot(p string) (string, error) {
+	if s.cfg.FilesRoot == "" {
+		return "", fmt.Errorf("%w: no files root configured", store.ErrNotFound)
+	}
+	root, err := filepath.EvalSymlinks(s.cfg.FilesRoot)
+	if err != nil {
+		return "", fmt.Errorf("files root: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err // fs.ErrNotExist → 404
+	}
+	rel, err := filepath.Rel(root, real)
+	if err != nil || !filepath.IsLocal(rel) {
+		return "", badRequest("%s is %v", p, errOutsideRoot)
+	}
+	return rel, nil
+}
+
+// openUnderRoot opens the regular file p only if it lies under the files
+// root once symlinks are resolved. It opens through os.Root, so a path
+// swapped for a symlink after the check still cannot escape.
+func (s *Server) openUnderRoot(p string) (*os.File, os.FileInfo, error) {
+	rel, err := s.resolveUnderRoot(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	root, err := os.OpenRoot(s.cfg.FilesRoot)
+	if err != nil {
+		return nil, nil, fmt.Errorf("files root: %w", err)
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !info.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %s is not a regular file", store.ErrNotFound, p)
+	}
+	return f, info, nil
+}
+
+func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) error {
+	cid := r.PathValue("cid")
+	lf, err := s.cfg.Store.LocalFileForCID(r.Context(), cid)
+	if err != nil {
+		return notFoundAs(err, SlugUnknownCID)
+	}
+	f, info, err := s.openUnderRoot(lf.Path)
+	if err != nil {
+		s.log.Debug("file not served", "cid", cid, "path", lf.Path, "err", err)
+		// Never tell a caller more than "no such content" about paths.
+		return &Error{Status: http.StatusNotFound, Slug: SlugUnknownCID,
+			Message: fmt.Sprintf("no local file for %s", cid), err: err}
+	}
+	defer f.Close()
+	// Media downloads outlive the server's 30 s deadlines.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
+	if ct := mime.TypeByExtension(filepath.Ext(info.Name())); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	http.ServeContent(w, r, info.Name(), info.ModTime(), f)
+	return nil
+}
+
+func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) error {
+	lf, err := s.cfg.Store.LocalFileForCID(r.Context(), r.PathValue("cid"))
+	if isNotFound(err) {
+		return writeJSON(w, http.StatusOK, FileInfo{})
+	}
+	if err != nil {
+		return err
+	}
+	f, info, err := s.openUnderRoot(lf.Path)
+	if err != nil {
+		return writeJSON(w, http.StatusOK, FileInfo{})
+	}
+	f.Close()
+	ct := mime.TypeByExtension(filepath.Ext(info.Name()))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	size := info.Size()
+	return writeJSON(w, http.StatusOK, FileInfo{Exists: true, ContentType: ct, Size: &size, FilePath: lf.Path})
+}
+
+func (s *Server) handleFileTuples(w http.ResponseWriter, r *http.Request) error {
+	tuples, total, err := s.cfg.Store.FileTuples(r.Context())
+	if err != nil {
+		return err
+	}
+	out := FileTuplesResponse{Count: len(tuples), TotalSize: total}
+	switch r.URL.Query().Get("summary") {
+	case "", "0", "false":
+		files := make([]FileTuple, len(tuples))
+		for i, t := range tuples {
+			files[i] = FileTuple{HashID: t.RID, FilePath: t.FilePath, SizeByte: t.SizeByte, MtimeNano: t.MtimeNano}
+		}
+		out.Files = &files
+	}
+	return writeJSON(w, http.StatusOK, out)
+}

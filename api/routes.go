@@ -1,0 +1,96 @@
+package api
+
+import (
+	"net/http"
+)
+
+// routes is the one route table (http-api.md).
+func (s *Server) routes() {
+	// Writing.
+	s.handle("POST /api/claims", s.handlePostClaims)
+	s.handle("POST /api/files/register", s.handleRegisterFile)
+	s.handle("PUT /api/kv/value", s.handleKVPut)
+	s.handle("GET /api/kv/value", s.handleKVGet)
+	s.handle("DELETE /api/kv/value", s.handleKVDelete)
+	s.handle("POST /api/metadata/clear", s.handleClear)
+
+	// The write routes of the single-box core: claims are signed now.
+	for _, p := range []string{
+		"PUT /meta/", "PATCH /meta/", "DELETE /meta/",
+		"POST /meta/{h}/_add/{key...}",
+		"PUT /api/metadata/{id}", "DELETE /api/metadata/{id}",
+		"PUT /api/metadata/{id}/property",
+		"POST /api/metadata/batch",
+	} {
+		s.handle(p, handleGone)
+	}
+
+	// Reading.
+	s.handle("GET /api/meta/{cid}", s.handleMeta)
+	s.handle("GET /api/meta/{cid}/claims", s.handleCIDClaims)
+	s.handle("GET /api/metadata/{rid}/claims", s.handleRIDClaims)
+	s.handle("POST /api/merge", s.handleMerge)
+	s.handle("GET /api/metadata/{rid}", s.handleMetadata)
+	s.handle("GET /api/metadata/hash-ids", s.handleHashIDs)
+	s.handle("GET /api/metadata/list", s.handleList)
+	s.handle("POST /api/metadata/search", s.handleSearch)
+	s.handle("GET /meta", s.handleHashIDs)
+	s.handle("GET /meta/{h}", s.handleMetaRoot)
+	s.handle("GET /meta/{h}/{key...}", s.handleMetaField)
+	s.handle("GET /api/files/tuples", s.handleFileTuples)
+	s.handle("GET /api/file/{cid}/info", s.handleFileInfo)
+	s.handle("GET /file/{cid}", s.handleFile)
+	s.handle("GET /api/schema", s.handleSchema)
+	s.handle("GET /api/stats", s.handleStats)
+	s.handle("GET /health", s.handleHealth)
+	s.handle("GET /urls", s.handleURLs)
+
+	// Events.
+	s.handle("GET /api/events/meta", s.handleEventsMeta)
+	s.handle("GET /api/events/files", s.handleEventsFiles)
+
+	// Swarm and trust.
+	s.handle("GET /api/swarm/status", s.handleSwarmStatus)
+	s.handle("GET /api/swarm/peers", s.handleSwarmPeers)
+	s.handle("GET /api/trust", s.handleTrustList)
+	s.handle("PUT /api/trust/{uid}", s.handleTrust)
+	s.handle("DELETE /api/trust/{uid}", s.handleDistrust)
+
+	metricsH := metricsHandler(s.gather)
+	s.handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
+		metricsH.ServeHTTP(w, r)
+		return nil
+	})
+
+	// Everything else gets the envelope rather than net/http's text.
+	s.handle("/", s.handleUnmatched)
+}
+
+func handleGone(w http.ResponseWriter, r *http.Request) error {
+	return errorf(http.StatusGone,
+		"%s %s was removed: metadata is written as signed claims with POST /api/claims", r.Method, r.URL.Path)
+}
+
+// probeMethods are tried to tell a wrong method (405) from an unknown path (404).
+var probeMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+func (s *Server) handleUnmatched(w http.ResponseWriter, r *http.Request) error {
+	var allow []string
+	for _, m := range probeMethods {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, p := s.mux.Handler(probe); p != "" && p != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		for _, m := range allow {
+			w.Header().Add("Allow", m)
+		}
+		return errorf(http.StatusMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path)
+	}
+	return errorf(http.StatusNotFound, "no route for %s %s", r.Method, r.URL.Path)
+}

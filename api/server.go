@@ -1,0 +1,311 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultAddr            = "127.0.0.1:9000"
+	DefaultKeepAlive       = 30 * time.Second // SSE heartbeat after this much silence
+	DefaultShutdownTimeout = 10 * time.Second // drain of in-flight requests on Close
+	DefaultSSEWriteTimeout = 30 * time.Second // a stream write stuck this long ends the stream
+)
+
+// Config configures a Server. Zero fields take the documented defaults.
+type Config struct {
+	Addr      string // listen address; default DefaultAddr ("127.0.0.1:0" in tests)
+	Store     Store  // required
+	Node      Node   // required
+	FilesRoot string // the only directory GET /file/{cid} serves from; "" serves nothing
+
+	// BaseURL is the external URL consumers are told in GET /urls
+	// ("baseUrl"); default the URL the request came in on.
+	BaseURL string
+
+	Logger     *slog.Logger          // default slog.Default()
+	Registerer prometheus.Registerer // the api's metrics; nil: a private registry
+	Gatherer   prometheus.Gatherer   // what /metrics serves; nil: the Registerer when it is a Gatherer, else the private registry
+
+	KeepAlive       time.Duration // default DefaultKeepAlive
+	ShutdownTimeout time.Duration // default DefaultShutdownTimeout
+	SSEWriteTimeout time.Duration // default DefaultSSEWriteTimeout
+}
+
+// Server is the HTTP server. NewServer does no I/O; Open listens and serves
+// on its own goroutine; Close stops accepting, ends SSE streams and drains
+// in-flight requests (bounded by ShutdownTimeout).
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	metrics *metrics
+	gather  prometheus.Gatherer
+	initErr error
+
+	mu   sync.Mutex
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{} // closed when the serve goroutine returns
+
+	// streams ends SSE streams first on Close; base is every request's
+	// context and is cancelled only after the drain, so a write in flight
+	// still completes.
+	streams       context.Context
+	cancelStreams context.CancelCauseFunc
+	base          context.Context
+	cancelBase    context.CancelCauseFunc
+	closeOnce     sync.Once
+}
+
+// NewServer returns an unopened server with its routes.
+func NewServer(cfg Config) *Server {
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.SSEWriteTimeout <= 0 {
+		cfg.SSEWriteTimeout = DefaultSSEWriteTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.FilesRoot != "" {
+		if abs, err := filepath.Abs(cfg.FilesRoot); err == nil {
+			cfg.FilesRoot = abs
+		}
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux()}
+	reg, gather := cfg.Registerer, cfg.Gatherer
+	if reg == nil {
+		private := prometheus.NewRegistry()
+		reg = private
+		if gather == nil {
+			gather = private
+		}
+	}
+	if gather == nil {
+		if g, ok := reg.(prometheus.Gatherer); ok {
+			gather = g
+		} else {
+			gather = prometheus.NewRegistry() // serves an empty page rather than nothing
+		}
+	}
+	s.gather = gather
+	s.metrics, s.initErr = newMetrics(reg)
+	if s.initErr != nil {
+		s.metrics, _ = newMetrics(nil) // keep the server usable for Open to report
+	}
+	s.streams, s.cancelStreams = context.WithCancelCause(context.Background())
+	s.base, s.cancelBase = context.WithCancelCause(context.Background())
+	s.routes()
+	return s
+}
+
+// Open listens on Config.Addr and serves on its own goroutine. ctx bounds
+// only the listen.
+func (s *Server) Open(ctx context.Context) error {
+	if s.initErr != nil {
+		return fmt.Errorf("open api: %w", s.initErr)
+	}
+	if s.cfg.Store == nil || s.cfg.Node == nil {
+		return errors.New("open api: Config.Store and Config.Node are required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return errors.New("open api: already open")
+	}
+	if s.base.Err() != nil {
+		return fmt.Errorf("open api: %w", ErrClosed)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("open api: %w", err)
+	}
+	s.ln = ln
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second, // SSE and file downloads lift it per request
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return s.base },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.done = make(chan struct{})
+	srv := s.srv
+	go func() { // the server loop: one goroutine, ended by Close
+		defer close(s.done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server stopped", "err", err)
+		}
+	}()
+	s.log.Info("api listening", "url", s.urlLocked())
+	return nil
+}
+
+// URL returns the base URL the server listens on ("" before Open).
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.urlLocked()
+}
+
+func (s *Server) urlLocked() string {
+	if s.ln == nil {
+		return ""
+	}
+	return "http://" + s.ln.Addr().String()
+}
+
+// Handler returns the routed handler (CORS, metrics and error envelope
+// included), for embedding without Open.
+func (s *Server) Handler() http.Handler { return s }
+
+// Close stops accepting connections, ends SSE streams, and waits up to
+// ShutdownTimeout for in-flight requests before cutting them. A second call
+// returns ErrClosed.
+func (s *Server) Close() error {
+	first := false
+	s.closeOnce.Do(func() { first = true })
+	if !first {
+		return ErrClosed
+	}
+	s.cancelStreams(ErrClosed)
+	s.mu.Lock()
+	srv, done := s.srv, s.done
+	s.mu.Unlock()
+	var err error
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		if err = srv.Shutdown(ctx); err != nil {
+			err = fmt.Errorf("close api: drain: %w", err)
+			_ = srv.Close() // cut what did not finish in time
+		}
+		cancel()
+	}
+	s.cancelBase(ErrClosed)
+	if done != nil {
+		<-done
+	}
+	return err
+}
+
+// ServeHTTP answers CORS preflights, then routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
+	h.Set("Access-Control-Allow-Headers", "Content-Type, Last-Event-ID")
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// handlerFunc is a route handler: it writes its answer, or returns an error
+// that becomes the error envelope.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle registers h for pattern with its metrics and error mapping.
+func (s *Server) handle(pattern string, h handlerFunc) {
+	s.mux.Handle(pattern, s.wrap(s.metrics.forRoute(pattern), h))
+}
+
+func (s *Server) wrap(rm *routeMetrics, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		err := h(sw, r)
+		if err != nil {
+			s.writeError(sw, r, err)
+		}
+		rm.observe(sw.status(), time.Since(start), sw.stream)
+	})
+}
+
+// writeError writes the envelope for err unless the answer already started.
+func (s *Server) writeError(sw *statusWriter, r *http.Request, err error) {
+	var we writtenError
+	if errors.As(err, &we) {
+		s.log.Debug("client went away", "method", r.Method, "path", r.URL.Path, "err", err)
+		return
+	}
+	if sw.code != 0 { // the answer started: too late for an envelope
+		s.log.Warn("request failed after answering", "method", r.Method, "path", r.URL.Path, "err", err)
+		return
+	}
+	e := errorFor(err)
+	switch {
+	case e.Status >= 500:
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", err)
+	default:
+		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", err)
+	}
+	if e.Status == http.StatusServiceUnavailable {
+		sw.Header().Set("Retry-After", "5")
+	}
+	_ = writeJSON(sw, e.Status, e)
+}
+
+// statusWriter records the status code for metrics and for writeError.
+type statusWriter struct {
+	http.ResponseWriter
+	code   int
+	stream bool // an SSE stream: no latency observation
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// Unwrap lets http.ResponseController reach Flush and the deadlines.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ReadFrom keeps sendfile for GET /file/{cid}.
+func (w *statusWriter) ReadFrom(src io.Reader) (int64, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(w.ResponseWriter, src)
+}

@@ -1,0 +1,233 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/metanode/metanode/store"
+)
+
+// SSE framing (http-api.md "Events"):
+//
+//	id: <ms13>-<seq10>\nevent: <type>\ndata: <JSON>\n\n
+//
+// A gap frame has no id line; the heartbeat is the comment ":keep-alive".
+
+const (
+	flushAt       = 32 << 10 // bytes of frames buffered before a write during a snapshot
+	maxBatch      = 256      // events drained from the subscription per write
+	keepAliveLine = ":keep-alive\n\n"
+)
+
+// appendFrame appends one SSE frame. id and typ lose any line break (they
+// could otherwise forge frames); data is split into one data line per line.
+func appendFrame(b []byte, id, typ string, data []byte) []byte {
+	if id != "" {
+		b = append(b, "id: "...)
+		b = appendOneLine(b, id)
+		b = append(b, '\n')
+	}
+	if typ == "" {
+		typ = "message"
+	}
+	b = append(b, "event: "...)
+	b = appendOneLine(b, typ)
+	b = append(b, '\n')
+	if bytes.IndexByte(data, '\r') >= 0 {
+		data = bytes.ReplaceAll(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
+	}
+	for {
+		line, rest, more := bytes.Cut(data, []byte("\n"))
+		b = append(b, "data: "...)
+		b = append(b, line...)
+		b = append(b, '\n')
+		if !more {
+			break
+		}
+		data = rest
+	}
+	return append(b, '\n')
+}
+
+func appendOneLine(b []byte, s string) []byte {
+	if strings.ContainsAny(s, "\r\n") {
+		s = strings.NewReplacer("\r", "", "\n", "").Replace(s)
+	}
+	return append(b, s...)
+}
+
+func (s *Server) handleEventsMeta(w http.ResponseWriter, r *http.Request) error {
+	return s.serveEvents(w, r, store.StreamMeta, "meta")
+}
+
+func (s *Server) handleEventsFiles(w http.ResponseWriter, r *http.Request) error {
+	return s.serveEvents(w, r, store.StreamFiles, "files")
+}
+
+// sseWriter writes frames with a deadline per write, so a consumer that
+// stopped reading ends its own stream instead of holding a goroutine.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (sw *sseWriter) write(b []byte) error {
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
+	if _, err := sw.w.Write(b); err != nil {
+		return errWritten(err)
+	}
+	return errWritten(sw.rc.Flush())
+}
+
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream store.Stream, label string) error {
+	last := strings.TrimSpace(r.Header.Get("Last-Event-ID"))
+	snapshot := stream == store.StreamMeta && (last == "0" || last == "0-0")
+
+	var sub *store.Subscription
+	if !snapshot {
+		var err error
+		if sub, err = s.cfg.Store.Subscribe(stream, last); err != nil {
+			return err // before any byte: a clean envelope (503 when storage is down)
+		}
+		defer sub.Close()
+	}
+	if st, ok := w.(*statusWriter); ok {
+		st.stream = true
+	}
+	s.metrics.subscribers.WithLabelValues(label).Inc()
+	defer s.metrics.subscribers.WithLabelValues(label).Dec()
+
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{}) // a stream outlives the server's request deadlines
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	out := &sseWriter{w: w, rc: rc, timeout: s.cfg.SSEWriteTimeout}
+	if err := out.write(nil); err != nil { // flush the headers right away
+		return err
+	}
+	events := s.metrics.events.WithLabelValues(label)
+
+	if snapshot {
+		after, err := s.writeSnapshot(r, out, events)
+		if err != nil {
+			return err
+		}
+		if sub, err = s.cfg.Store.Subscribe(stream, after); err != nil {
+			s.log.Warn("subscribe after snapshot", "stream", label, "err", err)
+			return nil // the client resumes with the snapshot's id
+		}
+		defer sub.Close()
+	}
+
+	buf := make([]byte, 0, 4096)
+	if sub.Gap != nil {
+		data, _ := json.Marshal(sub.Gap)
+		if err := out.write(appendFrame(buf[:0], "", "gap", data)); err != nil {
+			return err
+		}
+	}
+
+	timer := time.NewTimer(s.cfg.KeepAlive)
+	defer timer.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-s.streams.Done():
+			s.metrics.dropped.WithLabelValues(label, "shutdown").Inc()
+			return nil
+		case <-timer.C:
+			if err := out.write([]byte(keepAliveLine)); err != nil {
+				s.metrics.dropped.WithLabelValues(label, "write").Inc()
+				return err
+			}
+			timer.Reset(s.cfg.KeepAlive)
+		case ev, ok := <-sub.C:
+			n, closed := 0, !ok
+			buf = buf[:0]
+			for ok {
+				buf = appendFrame(buf, ev.ID, ev.Type, ev.Data)
+				if n++; n == maxBatch {
+					break
+				}
+				select { // take what is already queued: one write for a burst
+				case ev, ok = <-sub.C:
+					closed = !ok
+				default:
+					ok = false
+				}
+			}
+			if closed && errors.Is(sub.Err(), store.ErrSlowConsumer) {
+				// Consumers ignore comments; this one helps whoever debugs.
+				buf = append(buf, ": dropped as too slow; reconnect with Last-Event-ID\n\n"...)
+			}
+			if len(buf) > 0 {
+				if err := out.write(buf); err != nil {
+					s.metrics.dropped.WithLabelValues(label, "write").Inc()
+					return err
+				}
+				events.Add(float64(n))
+			}
+			if closed {
+				reason := "closed"
+				if errors.Is(sub.Err(), store.ErrSlowConsumer) {
+					reason = "slow"
+				}
+				s.metrics.dropped.WithLabelValues(label, reason).Inc()
+				s.log.Debug("event stream ended", "stream", label, "reason", sub.Err())
+				return nil
+			}
+			timer.Reset(s.cfg.KeepAlive)
+		}
+	}
+}
+
+// writeSnapshot writes one set event per merged key; only the last carries
+// an id (the stream position to resume after), which it returns.
+func (s *Server) writeSnapshot(r *http.Request, out *sseWriter, events interface{ Add(float64) }) (string, error) {
+	var (
+		buf     = make([]byte, 0, flushAt+4096)
+		held    store.Event
+		holding bool
+		n       int
+	)
+	after, err := s.cfg.Store.Snapshot(r.Context(), func(ev store.Event) error {
+		if holding {
+			buf = appendFrame(buf, "", held.Type, held.Data)
+			n++
+		}
+		held, holding = ev, true
+		held.Data = append([]byte(nil), ev.Data...) // fn's event may reuse its buffer
+		if len(buf) >= flushAt {
+			if err := out.write(buf); err != nil {
+				return err
+			}
+			events.Add(float64(n))
+			buf, n = buf[:0], 0
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if holding {
+		buf = appendFrame(buf, after, held.Type, held.Data)
+		n++
+	}
+	if len(buf) > 0 {
+		if err := out.write(buf); err != nil {
+			return "", err
+		}
+		events.Add(float64(n))
+	}
+	return after, nil
+}
