@@ -1,9 +1,35 @@
 package node
 
-import "context"
+import (
+	"context"
 
-// openAPI starts the local HTTP API.
-func (n *Node) openAPI(ctx context.Context) error { return nil }
+	"github.com/metanode/metanode/api"
+)
+
+// openAPI starts the local HTTP API on the node's store and on the node
+// itself (api.Node); it serves the node's metrics registry.
+func (n *Node) openAPI(ctx context.Context) error {
+	srv := api.NewServer(api.Config{
+		Addr:       n.cfg.HTTPAddr,
+		Store:      n.store,
+		Node:       n,
+		FilesRoot:  n.cfg.FilesRoot,
+		Logger:     n.cfg.Logger.With("component", "api"),
+		Registerer: n.reg,
+		Gatherer:   n.reg,
+	})
+	if err := srv.Open(ctx); err != nil {
+		return err
+	}
+	n.api = srv
+	n.addCloser("api", srv.Close)
+	return nil
+}
 
 // APIURL is the API's base URL, e.g. http://127.0.0.1:9000 (valid after Open).
-func (n *Node) APIURL() string { return "" }
+func (n *Node) APIURL() string {
+	if n.api == nil {
+		return ""
+	}
+	return n.api.URL()
+}

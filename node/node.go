@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/metanode/metanode/api"
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/swarm"
 )
@@ -28,6 +29,7 @@ type Node struct {
 
 	store *store.Store
 	swarm *swarm.Swarm
+	api   *api.Server
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/metanode/metanode/store"
+)
+
+func (c *cli) bench(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("bench", "want a subcommand: verify or swarm")
+	}
+	switch args[0] {
+	case "verify":
+		return c.benchVerify(ctx, args[1:])
+	case "swarm":
+		return c.benchSwarm(ctx, args[1:])
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(c.stdout, `Usage: metanode bench verify|swarm [flags]
+
+  verify  this machine's signature verification rate on all cores: the limit
+          that throughput figures are divided by
+  swarm   start nodes on loopback and measure catch-up, reconciliation and
+          live propagation
+`)
+		return errHelp
+	}
+	return usagef("bench", "unknown subcommand %q: want verify or swarm", args[0])
+}
+
+func (c *cli) benchVerify(ctx context.Context, args []string) error {
+	fl := c.flagSet("bench verify", "bench verify [--claims N] [--duration D]",
+		"Measures claim signature verifications per second on all cores (store.VerifyAll).")
+	n := fl.Int("claims", 4096, "claims signed for the run (verified repeatedly)")
+	d := fl.Duration("duration", 3*time.Second, "how long to verify")
+	if err := c.noArgs(fl, args); err != nil {
+		return err
+	}
+	if *n < 1 || *d <= 0 {
+		return usagef("bench verify", "--claims and --duration must be positive")
+	}
+	r, err := measureVerify(ctx, *n, *d)
+	if err != nil {
+		return err
+	}
+	return r.print(c.stdout)
+}
+
+type verifyResult struct {
+	Cores    int     `json:"cores"`
+	Verified int     `json:"verified"`
+	Seconds  float64 `json:"seconds"`
+	PerSec   float64 `json:"claimsPerSecond"`
+	PerCore  float64 `json:"claimsPerSecondPerCore"`
+}
+
+func (r verifyResult) print(w io.Writer) error {
+	_, err := fmt.Fprintf(w, "verify: %.0f claims/s on %d cores (%.0f per core; %d verified in %.2fs)\n",
+		r.PerSec, r.Cores, r.PerCore, r.Verified, r.Seconds)
+	return err
+}
+
+// measureVerify signs n claims in parallel, then verifies them with
+// store.VerifyAll (all cores) in rounds until d has passed or ctx is done.
+func measureVerify(ctx context.Context, n int, d time.Duration) (verifyResult, error) {
+	claims := make([]store.Claim, n)
+	signers := make([]*store.Signer, 8)
+	for i := range signers {
+		s, err := store.GenerateSigner()
+		if err != nil {
+			return verifyResult{}, err
+		}
+		signers[i] = s
+	}
+	cores := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	for w := range cores {
+		wg.Go(func() {
+			for i := w; i < n; i += cores {
+				claims[i] = signers[i%len(signers)].Text("bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "title", fmt.Sprint("t", i), uint64(1_700_000_000_000+i))
+			}
+		})
+	}
+	wg.Wait()
+	ids := make([]store.ID, n)
+	for i := range claims {
+		ids[i] = claims[i].ID()
+	}
+	start := time.Now()
+	done := 0
+	for time.Since(start) < d && ctx.Err() == nil {
+		for i, err := range store.VerifyAll(claims, ids, nil) {
+			if err != nil {
+				return verifyResult{}, fmt.Errorf("claim %d: %w", i, err)
+			}
+		}
+		done += n
+	}
+	if ctx.Err() != nil {
+		return verifyResult{}, ctx.Err()
+	}
+	secs := time.Since(start).Seconds()
+	return verifyResult{Cores: cores, Verified: done, Seconds: secs, PerSec: float64(done) / secs, PerCore: float64(done) / secs / float64(cores)}, nil
+}
+
+func (c *cli) benchSwarm(ctx context.Context, args []string) error {
+	fl := c.flagSet("bench swarm", "bench swarm [flags]", "Starts nodes on loopback and measures the swarm (not yet available in this build).")
+	if err := c.noArgs(fl, args); err != nil {
+		return err
+	}
+	return fmt.Errorf("the swarm benchmark is not yet available in this build")
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/metanode/metanode/store"
+)
+
+// claimFlags are the flags that describe one claim to sign.
+type claimFlags struct {
+	signer, cid, key string
+	value, cipherB64 *string // nil when not given ("" is a valid value)
+	retract          bool
+	ts               uint64
+}
+
+func addClaimFlags(fl *flag.FlagSet) *claimFlags {
+	cf := &claimFlags{}
+	fl.StringVar(&cf.signer, "signer", "", "signer key file (from 'metanode keygen')")
+	fl.StringVar(&cf.cid, "cid", "", "content id the claim is about")
+	fl.StringVar(&cf.key, "key", "", "field name, e.g. title")
+	fl.Func("value", "text value", func(s string) error { cf.value = &s; return nil })
+	fl.BoolVar(&cf.retract, "retract", false, "a retraction (withdraw this signer's value)")
+	fl.Func("cipher-b64", "ciphertext value, standard base64", func(s string) error { cf.cipherB64 = &s; return nil })
+	fl.Func("ts", "timestamp in milliseconds (default now)", func(s string) error {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return errors.New("want milliseconds since 1970 as a non-negative integer")
+		}
+		cf.ts = v
+		return nil
+	})
+	return cf
+}
+
+// given reports whether any claim flag was set.
+func (cf *claimFlags) given() bool {
+	return cf.signer != "" || cf.cid != "" || cf.key != "" || cf.value != nil || cf.retract || cf.cipherB64 != nil || cf.ts != 0
+}
+
+// sign builds, signs and checks the claim the flags describe.
+func (cf *claimFlags) sign(cmd string) (store.Claim, error) {
+	switch {
+	case cf.signer == "":
+		return store.Claim{}, usagef(cmd, "--signer is required")
+	case cf.cid == "":
+		return store.Claim{}, usagef(cmd, "--cid is required")
+	case cf.key == "":
+		return store.Claim{}, usagef(cmd, "--key is required")
+	}
+	n := 0
+	for _, b := range []bool{cf.value != nil, cf.retract, cf.cipherB64 != nil} {
+		if b {
+			n++
+		}
+	}
+	if n != 1 {
+		return store.Claim{}, usagef(cmd, "give exactly one of --value, --retract or --cipher-b64")
+	}
+	signer, err := store.LoadSigner(cf.signer)
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("%w (make one with 'metanode keygen --out %s')", err, cf.signer)
+	}
+	ts := cf.ts
+	if ts == 0 {
+		ts = uint64(time.Now().UnixMilli())
+	}
+	var c store.Claim
+	switch {
+	case cf.value != nil:
+		c = signer.Text(cf.cid, cf.key, *cf.value, ts)
+	case cf.retract:
+		c = signer.Retraction(cf.cid, cf.key, ts)
+	default:
+		raw, err := base64.StdEncoding.DecodeString(*cf.cipherB64)
+		if err != nil {
+			return store.Claim{}, usagef(cmd, "--cipher-b64 is not standard base64")
+		}
+		c = signer.Cipher(cf.cid, cf.key, raw, ts)
+	}
+	if err := c.Check(time.Now(), store.DefaultMaxSkew); err != nil {
+		return store.Claim{}, fmt.Errorf("the claim would be rejected: %w", err)
+	}
+	return c, nil
+}
+
+func (c *cli) claim(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("claim", "want a subcommand: sign or put")
+	}
+	switch args[0] {
+	case "sign":
+		return c.claimSign(args[1:])
+	case "put":
+		return c.claimPut(ctx, args[1:])
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(c.stdout, "Usage: metanode claim sign|put [flags]\n\n  sign  print a signed claim as JSON\n  put   sign and post claims to a node (or post claim JSON lines from stdin)\n")
+		return errHelp
+	}
+	return usagef("claim", "unknown subcommand %q: want sign or put", args[0])
+}
+
+func (c *cli) claimSign(args []string) error {
+	fl := c.flagSet("claim sign", "claim sign --signer FILE --cid C --key K (--value V | --retract | --cipher-b64 B) [--ts MS]",
+		"Prints the signed claim as JSON (one line), ready for POST /api/claims or 'metanode claim put -'.")
+	cf := addClaimFlags(fl)
+	if err := c.noArgs(fl, args); err != nil {
+		return err
+	}
+	cl, err := cf.sign("claim sign")
+	if err != nil {
+		return err
+	}
+	b, err := cl.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "%s\n", b)
+	return nil
+}
+
+// maxPutBatch bounds one POST (the API takes at most 10,000 claims, 16 MiB).
+const maxPutBatch = 1000
+
+// readClaimLines reads claim JSON, one per line (blank lines skipped), and
+// calls fn with batches of at most maxPutBatch.
+func readClaimLines(r io.Reader, fn func([]store.Claim) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 4*store.MaxWireBytes)
+	var batch []store.Claim
+	line := 0
+	for sc.Scan() {
+		line++
+		b := sc.Bytes()
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		var cl store.Claim
+		if err := cl.UnmarshalJSON(b); err != nil {
+			return fmt.Errorf("stdin line %d: %w (want one claim JSON object per line, as 'metanode claim sign' prints)", line, err)
+		}
+		batch = append(batch, cl)
+		if len(batch) == maxPutBatch {
+			if err := fn(batch); err != nil {
+				return err
+			}
+			batch = nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("stdin line %d: %w", line+1, err)
+	}
+	if len(batch) > 0 {
+		return fn(batch)
+	}
+	return nil
+}
+
+// stdinPiped reports whether r is something other than a terminal.
+func stdinPiped(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return r != nil
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice == 0
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"syscall"
+
+	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/store"
+)
+
+// defaultAPI is where client commands find the node.
+const defaultAPI = "http://127.0.0.1:9000"
+
+func (c *cli) apiFlag(fl *flag.FlagSet) *string {
+	def := c.getenv("METANODE_API")
+	if def == "" {
+		def = defaultAPI
+	}
+	return fl.String("api", def, "the node's HTTP API (env METANODE_API)")
+}
+
+func (c *cli) client(base string) (*api.Client, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageErrorf("--api %q is not an http:// URL, e.g. %s", base, defaultAPI)
+	}
+	cl := api.NewClient(base)
+	c.clients = append(c.clients, cl)
+	return cl, nil
+}
+
+// usageErrorf is a bad flag value found after parsing.
+func usageErrorf(format string, a ...any) error { return &usageError{msg: fmt.Sprintf(format, a...)} }
+
+// explainClient turns transport failures into what to do.
+func explainClient(err error, base string) error {
+	var op *net.OpError
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &op) {
+		return fmt.Errorf("no node answers at %s: start one with 'metanode serve', or point --api (or METANODE_API) at it", base)
+	}
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return fmt.Errorf("the node answered %d %s: %s", ae.Status, ae.Slug, ae.Message)
+	}
+	return err
+}
+
+func (c *cli) claimPut(ctx context.Context, args []string) error {
+	fl := c.flagSet("claim put", "claim put [--api URL] (--signer FILE --cid C --key K (--value V | --retract | --cipher-b64 B) [--ts MS] | -)",
+		`Signs one claim from flags and posts it to the node, or, with '-' or with no
+claim flags and piped input, posts the claim JSON lines read from stdin (as
+'metanode claim sign' prints them). Prints one result line per claim
+({"id","status","error"?,"message"?}); exits 1 when any claim was rejected.`)
+	base := c.apiFlag(fl)
+	cf := addClaimFlags(fl)
+	pos, err := c.parse(fl, args)
+	if err != nil {
+		return err
+	}
+	fromStdin := len(pos) == 1 && pos[0] == "-"
+	if len(pos) > 0 && !fromStdin {
+		return usagef("claim put", "unexpected argument %q", pos[0])
+	}
+	if !fromStdin && !cf.given() {
+		if !stdinPiped(c.stdin) {
+			return usagef("claim put", "give a claim with --signer, --cid, --key and a value, or pipe claim JSON lines with '-'")
+		}
+		fromStdin = true
+	}
+	if fromStdin && cf.given() {
+		return usagef("claim put", "give claim flags or '-' (stdin), not both")
+	}
+	cl, err := c.client(*base)
+	if err != nil {
+		return err
+	}
+	var total, rejected int
+	post := func(batch []store.Claim) error {
+		resp, err := cl.PostClaims(ctx, batch)
+		if err != nil {
+			return explainClient(err, *base)
+		}
+		for _, r := range resp.Results {
+			if err := c.printLine(r); err != nil {
+				return err
+			}
+		}
+		total += len(batch)
+		rejected += resp.Rejected
+		return nil
+	}
+	if fromStdin {
+		err = readClaimLines(c.stdin, post)
+	} else {
+		var one store.Claim
+		if one, err = cf.sign("claim put"); err == nil {
+			err = post([]store.Claim{one})
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if rejected > 0 {
+		return fmt.Errorf("%d of %d claims rejected (see the error of each result above)", rejected, total)
+	}
+	return nil
+}
+
+func (c *cli) get(ctx context.Context, args []string) error {
+	fl := c.flagSet("get", "get CID [--remote] [--as UID] [--api URL]",
+		"Prints the merged record of CID as JSON. With --remote, a cid unknown here is\nlooked up in the swarm (DHT), fetched, verified and stored first.")
+	base := c.apiFlag(fl)
+	remote := fl.Bool("remote", false, "look the cid up in the swarm when this node has no record")
+	as := fl.String("as", "", "overlay this signer's own votes")
+	pos, err := c.parse(fl, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("get", "want exactly one CID")
+	}
+	cl, err := c.client(*base)
+	if err != nil {
+		return err
+	}
+	rec, err := cl.Meta(ctx, pos[0], api.MetaOptions{Remote: *remote, As: *as})
+	if errors.Is(err, store.ErrNotFound) {
+		if *remote {
+			return fmt.Errorf("no record for %s here or at any peer reached in time", pos[0])
+		}
+		return fmt.Errorf("no record for %s on this node (try --remote to ask the swarm)", pos[0])
+	}
+	if err != nil {
+		return explainClient(err, *base)
+	}
+	return c.printJSON(rec)
+}
+
+func (c *cli) status(ctx context.Context, args []string) error {
+	fl := c.flagSet("status", "status [--api URL]", "Prints the node's swarm state (GET /api/swarm/status) as JSON.")
+	base := c.apiFlag(fl)
+	if err := c.noArgs(fl, args); err != nil {
+		return err
+	}
+	cl, err := c.client(*base)
+	if err != nil {
+		return err
+	}
+	st, err := cl.SwarmStatus(ctx)
+	if err != nil {
+		return explainClient(err, *base)
+	}
+	return c.printJSON(st)
+}
+
+func (c *cli) peers(ctx context.Context, args []string) error {
+	fl := c.flagSet("peers", "peers [--api URL]", "Prints the node's connected peers (GET /api/swarm/peers) as JSON.")
+	base := c.apiFlag(fl)
+	if err := c.noArgs(fl, args); err != nil {
+		return err
+	}
+	cl, err := c.client(*base)
+	if err != nil {
+		return err
+	}
+	ps, err := cl.SwarmPeers(ctx)
+	if err != nil {
+		return explainClient(err, *base)
+	}
+	return c.printJSON(ps)
+}
+
+func (c *cli) trust(ctx context.Context, args []string) error {
+	fl := c.flagSet("trust", "trust ls | trust add UID | trust rm UID [--api URL]",
+		`Lists the signers the node accepts (and why), trusts a signer (e.g. another
+home's node uid, from its 'metanode id'), or distrusts one (its votes leave
+every merged value at once; a vouch does not override it).`)
+	base := c.apiFlag(fl)
+	pos, err := c.parse(fl, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("trust", "want ls, add UID or rm UID")
+	}
+	cl, err := c.client(*base)
+	if err != nil {
+		return err
+	}
+	switch pos[0] {
+	case "ls", "list":
+		if len(pos) != 1 {
+			return usagef("trust", "ls takes no argument")
+		}
+		tl, err := cl.Trust(ctx)
+		if err != nil {
+			return explainClient(err, *base)
+		}
+		return c.printJSON(tl)
+	case "add", "rm":
+		if len(pos) != 2 {
+			return usagef("trust", "%s wants exactly one UID", pos[0])
+		}
+		uid := pos[1]
+		if err := store.CheckUID(uid); err != nil {
+			return usagef("trust", "%v", err)
+		}
+		if pos[0] == "add" {
+			err = cl.AddTrust(ctx, uid)
+		} else {
+			err = cl.RemoveTrust(ctx, uid)
+		}
+		if err != nil {
+			return explainClient(err, *base)
+		}
+		return c.printLine(map[string]any{"uid": uid, "trusted": pos[0] == "add"})
+	}
+	return usagef("trust", "unknown subcommand %q: want ls, add or rm", pos[0])
+}
+
+func (c *cli) printLine(v any) error {
+	return json.NewEncoder(c.stdout).Encode(v)
+}

@@ -1,0 +1,503 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/metanode/metanode/node"
+)
+
+// Config is everything `serve` can be told. Each setting has one name: the
+// YAML key, the flag (--name) and the variable METANODE_<NAME> (upper case,
+// '-' as '_'); a few also answer to their upstream variable (META_CORE_*,
+// FILES_PATH). Precedence: defaults < YAML < environment < flags.
+type Config struct {
+	Data           string   `yaml:"data"`             // data directory (keys, databases)
+	TruthDB        string   `yaml:"truth-db"`         // truth database; default <data>/truth.db
+	CacheDB        string   `yaml:"cache-db"`         // cache database; default <data>/cache.db
+	HTTP           string   `yaml:"http"`             // API listen address
+	Listen         []string `yaml:"listen"`           // swarm listen multiaddrs
+	Bootstrap      []string `yaml:"bootstrap"`        // peers to join through (…/p2p/<peerId>)
+	Swarm          string   `yaml:"swarm"`            // swarm name
+	SwarmKey       string   `yaml:"swarm-key"`        // pre-shared key file: a private swarm
+	Files          string   `yaml:"files"`            // files root for the watcher; "" = none
+	Trust          string   `yaml:"trust"`            // open | list
+	AutoTrustLocal bool     `yaml:"auto-trust-local"` // trust and vouch for local writers
+	Replicate      string   `yaml:"replicate"`        // all | interest
+	Profile        string   `yaml:"profile"`          // home | bootstrap
+	MDNS           bool     `yaml:"mdns"`             // LAN discovery
+	MaxConns       int      `yaml:"max-conns"`        // connection manager high water
+	LogLevel       string   `yaml:"log-level"`        // debug | info | warn | error
+	LogFormat      string   `yaml:"log-format"`       // text | json
+}
+
+// DefaultListen are the swarm's listen addresses unless told otherwise.
+var DefaultListen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
+
+// DefaultConfig is the embedded default configuration (data directory
+// aside, which depends on the environment: see defaultDataDir).
+func DefaultConfig() Config {
+	return Config{
+		HTTP:           node.DefaultHTTPAddr,
+		Listen:         slices.Clone(DefaultListen),
+		Swarm:          "metamesh",
+		Trust:          "list",
+		AutoTrustLocal: true,
+		Replicate:      "all",
+		Profile:        "home",
+		MDNS:           true,
+		MaxConns:       64,
+		LogLevel:       "info",
+		LogFormat:      "text",
+	}
+}
+
+// setting describes one configuration key.
+type setting struct {
+	name  string                 // YAML key and flag name
+	env   []string               // variables, lowest precedence first
+	usage string                 // flag help
+	field func(c *Config) any    // pointer to the field
+	check func(c *Config) string // "" when valid, else what is wrong
+}
+
+var settings = []setting{
+	{name: "data", env: []string{"METANODE_DATA"}, usage: "data directory (node key, truth and cache databases)",
+		field: func(c *Config) any { return &c.Data }, check: func(c *Config) string { return notEmpty(c.Data) }},
+	{name: "truth-db", env: []string{"META_CORE_DB_PATH", "METANODE_TRUTH_DB"}, usage: "truth database file (default <data>/truth.db)",
+		field: func(c *Config) any { return &c.TruthDB }},
+	{name: "cache-db", env: []string{"META_CORE_CACHE_PATH", "METANODE_CACHE_DB"}, usage: "cache database file (default <data>/cache.db)",
+		field: func(c *Config) any { return &c.CacheDB }},
+	{name: "http", env: []string{"META_CORE_HTTP_PORT", "METANODE_HTTP"}, usage: "HTTP API listen address",
+		field: func(c *Config) any { return &c.HTTP }, check: checkHTTP},
+	{name: "listen", env: []string{"METANODE_LISTEN"}, usage: "swarm listen multiaddr (repeatable)",
+		field: func(c *Config) any { return &c.Listen }, check: checkListen},
+	{name: "bootstrap", env: []string{"METANODE_BOOTSTRAP"}, usage: "peer to join through, a multiaddr ending in /p2p/<peerId> (repeatable)",
+		field: func(c *Config) any { return &c.Bootstrap }, check: checkBootstrap},
+	{name: "swarm", env: []string{"METANODE_SWARM"}, usage: "swarm name (gossip topic and DHT namespace)",
+		field: func(c *Config) any { return &c.Swarm }, check: checkSwarmName},
+	{name: "swarm-key", env: []string{"METANODE_SWARM_KEY"}, usage: "pre-shared key file (go-ipfs swarm.key format): a private swarm",
+		field: func(c *Config) any { return &c.SwarmKey }},
+	{name: "files", env: []string{"FILES_PATH", "METANODE_FILES"}, usage: "files root for the watcher (none: no watcher)",
+		field: func(c *Config) any { return &c.Files }},
+	{name: "trust", env: []string{"METANODE_TRUST"}, usage: "trust policy: open or list",
+		field: func(c *Config) any { return &c.Trust }, check: func(c *Config) string { return oneOf(c.Trust, "open", "list") }},
+	{name: "auto-trust-local", env: []string{"METANODE_AUTO_TRUST_LOCAL"}, usage: "trust and vouch for signers that write through the local API",
+		field: func(c *Config) any { return &c.AutoTrustLocal }},
+	{name: "replicate", env: []string{"METANODE_REPLICATE"}, usage: "keep every trusted claim (all) or only claims about known cids (interest)",
+		field: func(c *Config) any { return &c.Replicate }, check: func(c *Config) string { return oneOf(c.Replicate, "all", "interest") }},
+	{name: "profile", env: []string{"METANODE_PROFILE"}, usage: "preset: home or bootstrap (DHT server, relay, peer exchange, open trust, no watcher)",
+		field: func(c *Config) any { return &c.Profile }, check: func(c *Config) string { return oneOf(c.Profile, "home", "bootstrap") }},
+	{name: "mdns", env: []string{"METANODE_MDNS"}, usage: "discover peers on the LAN (mDNS)",
+		field: func(c *Config) any { return &c.MDNS }},
+	{name: "max-conns", env: []string{"METANODE_MAX_CONNS"}, usage: "most swarm connections kept",
+		field: func(c *Config) any { return &c.MaxConns }, check: func(c *Config) string {
+			if c.MaxConns < 1 {
+				return "must be at least 1"
+			}
+			return ""
+		}},
+	{name: "log-level", env: []string{"METANODE_LOG_LEVEL"}, usage: "log level: debug, info, warn or error",
+		field: func(c *Config) any { return &c.LogLevel }, check: func(c *Config) string { return oneOf(c.LogLevel, "debug", "info", "warn", "error") }},
+	{name: "log-format", env: []string{"METANODE_LOG_FORMAT"}, usage: "log format: text or json",
+		field: func(c *Config) any { return &c.LogFormat }, check: func(c *Config) string { return oneOf(c.LogFormat, "text", "json") }},
+}
+
+func settingNamed(name string) *setting {
+	for i := range settings {
+		if settings[i].name == name {
+			return &settings[i]
+		}
+	}
+	return nil
+}
+
+// ConfigError names the setting that is wrong, where its value came from,
+// and what is wrong with it.
+type ConfigError struct {
+	Field  string // YAML key / flag name
+	Value  string
+	Source string // "config file X line N", "environment VAR", "flag --x", or "" (combined)
+	Err    error
+}
+
+func (e *ConfigError) Error() string {
+	where := ""
+	if e.Source != "" {
+		where = " (" + e.Source + ")"
+	}
+	return fmt.Sprintf("config %s = %q%s: %v", e.Field, e.Value, where, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// ErrUnknownKey is wrapped by the error for a YAML key that is not a setting.
+var ErrUnknownKey = errors.New("unknown key")
+
+// configLayers records which settings a layer above the defaults set, so the
+// profile fills only what nobody chose.
+type configLayers struct {
+	set  map[string]bool
+	file string // the config file read, if any
+}
+
+// loadOptions are the inputs of LoadConfig besides the flags.
+type loadOptions struct {
+	getenv     func(string) string
+	configPath string              // --config
+	flags      map[string][]string // flag name -> values, in command-line order
+}
+
+// LoadConfig builds the serve configuration: defaults, then the YAML file
+// (--config, else $METANODE_CONFIG, else <data>/metanode.yml when present),
+// then the environment, then flags; then the profile fills what is unset,
+// and the result is validated.
+func LoadConfig(opt loadOptions) (Config, configLayers, error) {
+	c := DefaultConfig()
+	layers := configLayers{set: make(map[string]bool)}
+	c.Data = defaultDataDir(opt.getenv)
+
+	path, required := opt.configPath, true
+	if path == "" {
+		path = opt.getenv("METANODE_CONFIG")
+	}
+	if path == "" {
+		required = false
+		data := c.Data
+		if v := opt.getenv("METANODE_DATA"); v != "" {
+			data = v
+		}
+		if v := opt.flags["data"]; len(v) > 0 {
+			data = v[len(v)-1]
+		}
+		path = filepath.Join(expandHome(data, opt.getenv), node.ConfigFile)
+	}
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := decodeYAML(&c, b, path, opt.getenv, layers.set); err != nil {
+			return c, layers, err
+		}
+		layers.file = path
+	case errors.Is(err, fs.ErrNotExist) && !required:
+	default:
+		return c, layers, fmt.Errorf("config file: %w", err)
+	}
+
+	for _, s := range settings {
+		for _, name := range s.env {
+			v := opt.getenv(name)
+			if v == "" {
+				continue
+			}
+			if name == "META_CORE_HTTP_PORT" { // upstream meaning: a port on loopback
+				v = net.JoinHostPort("127.0.0.1", v)
+			}
+			if err := s.parse(&c, []string{v}, "environment "+name); err != nil {
+				return c, layers, err
+			}
+			layers.set[s.name] = true
+		}
+	}
+	for _, s := range settings {
+		if v, ok := opt.flags[s.name]; ok {
+			if err := s.parse(&c, v, "flag --"+s.name); err != nil {
+				return c, layers, err
+			}
+			layers.set[s.name] = true
+		}
+	}
+	c.expandPaths(opt.getenv)
+	if err := c.applyProfile(layers.set); err != nil {
+		return c, layers, err
+	}
+	return c, layers, c.Validate()
+}
+
+// decodeYAML applies a YAML document onto c, key by key, so an error names
+// the key and its line. ${VAR} references are expanded first.
+func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, set map[string]bool) error {
+	b = []byte(os.Expand(string(b), getenv))
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // an empty file: defaults
+		}
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	m := doc.Content[0]
+	if m.Kind == yaml.ScalarNode && m.Tag == "!!null" {
+		return nil
+	}
+	if m.Kind != yaml.MappingNode {
+		return fmt.Errorf("config file %s line %d: want a mapping of settings (key: value)", path, m.Line)
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		src := fmt.Sprintf("config file %s line %d", path, k.Line)
+		s := settingNamed(k.Value)
+		if s == nil {
+			return &ConfigError{Field: k.Value, Value: v.Value, Source: src,
+				Err: fmt.Errorf("%w; known keys: %s", ErrUnknownKey, strings.Join(settingNames(), ", "))}
+		}
+		if set[s.name] {
+			return &ConfigError{Field: k.Value, Value: v.Value, Source: src, Err: errors.New("set twice")}
+		}
+		if err := v.Decode(s.field(c)); err != nil {
+			return &ConfigError{Field: k.Value, Value: v.Value, Source: src, Err: fmt.Errorf("want %s", kindOf(s.field(c)))}
+		}
+		set[s.name] = true
+	}
+	// The key-by-key walk above is the strict check; decoding the whole
+	// document with KnownFields guards against a key the table forgot.
+	var strict Config
+	sd := yaml.NewDecoder(bytes.NewReader(b))
+	sd.KnownFields(true)
+	if err := sd.Decode(&strict); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
+}
+
+func settingNames() []string {
+	names := make([]string, len(settings))
+	for i, s := range settings {
+		names[i] = s.name
+	}
+	return names
+}
+
+func kindOf(p any) string {
+	switch p.(type) {
+	case *[]string:
+		return "a list of strings"
+	case *bool:
+		return "true or false"
+	case *int:
+		return "an integer"
+	}
+	return "a string"
+}
+
+// parse applies string values (from a variable or flags) to the setting.
+// A list takes comma-separated values; repeated flags add up.
+func (s *setting) parse(c *Config, vals []string, src string) error {
+	last := vals[len(vals)-1]
+	bad := func(err error) error { return &ConfigError{Field: s.name, Value: last, Source: src, Err: err} }
+	switch p := s.field(c).(type) {
+	case *string:
+		*p = last
+	case *[]string:
+		var out []string
+		for _, v := range vals {
+			for part := range strings.SplitSeq(v, ",") {
+				if part = strings.TrimSpace(part); part != "" {
+					out = append(out, part)
+				}
+			}
+		}
+		*p = out
+	case *bool:
+		b, err := strconv.ParseBool(last)
+		if err != nil {
+			return bad(errors.New("want true or false"))
+		}
+		*p = b
+	case *int:
+		n, err := strconv.Atoi(last)
+		if err != nil {
+			return bad(errors.New("want an integer"))
+		}
+		*p = n
+	}
+	return nil
+}
+
+// applyProfile fills what no layer set. The bootstrap profile trusts any
+// valid signer by default, keeps everything and runs no watcher.
+func (c *Config) applyProfile(set map[string]bool) error {
+	if c.Profile != "bootstrap" {
+		return nil
+	}
+	if !set["trust"] {
+		c.Trust = "open"
+	}
+	if c.Files != "" {
+		return &ConfigError{Field: "files", Value: c.Files, Err: errors.New("a bootstrap node runs no file watcher: unset files or use profile home")}
+	}
+	if c.Replicate != "all" {
+		return &ConfigError{Field: "replicate", Value: c.Replicate, Err: errors.New("a bootstrap node keeps every claim: use replicate all or profile home")}
+	}
+	return nil
+}
+
+// Validate checks every setting's shape (files are not opened here).
+func (c *Config) Validate() error {
+	for _, s := range settings {
+		if s.check == nil {
+			continue
+		}
+		if msg := s.check(c); msg != "" {
+			return &ConfigError{Field: s.name, Value: valueString(s.field(c)), Err: errors.New(msg)}
+		}
+	}
+	return nil
+}
+
+func valueString(p any) string {
+	switch p := p.(type) {
+	case *string:
+		return *p
+	case *[]string:
+		return strings.Join(*p, ",")
+	case *bool:
+		return strconv.FormatBool(*p)
+	case *int:
+		return strconv.Itoa(*p)
+	}
+	return ""
+}
+
+func notEmpty(s string) string {
+	if s == "" {
+		return "must be set"
+	}
+	return ""
+}
+
+func oneOf(v string, allowed ...string) string {
+	if slices.Contains(allowed, v) {
+		return ""
+	}
+	return "must be one of " + strings.Join(allowed, ", ")
+}
+
+func checkHTTP(c *Config) string {
+	host, port, err := net.SplitHostPort(c.HTTP)
+	if err != nil {
+		return "want host:port, e.g. 127.0.0.1:9000"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "port must be a number from 0 to 65535"
+	}
+	if host != "" && host != "localhost" && net.ParseIP(host) == nil {
+		return "host must be an IP address or localhost"
+	}
+	return ""
+}
+
+func checkListen(c *Config) string {
+	if len(c.Listen) == 0 {
+		return "give at least one multiaddr, e.g. /ip4/0.0.0.0/tcp/4001"
+	}
+	for _, a := range c.Listen {
+		if _, err := ma.NewMultiaddr(a); err != nil {
+			return fmt.Sprintf("%q is not a multiaddr: %v", a, err)
+		}
+	}
+	return ""
+}
+
+func checkBootstrap(c *Config) string {
+	for _, a := range c.Bootstrap {
+		if _, err := peer.AddrInfoFromString(a); err != nil {
+			return fmt.Sprintf("%q is not a multiaddr ending in /p2p/<peerId>: %v", a, err)
+		}
+	}
+	return ""
+}
+
+func checkSwarmName(c *Config) string {
+	if c.Swarm == "" || strings.ContainsAny(c.Swarm, "/ \t\n") {
+		return "must be a non-empty name without '/' or spaces"
+	}
+	return ""
+}
+
+// defaultDataDir: $METANODE_DATA, else $XDG_DATA_HOME/metanode, else
+// ~/.local/share/metanode.
+func defaultDataDir(getenv func(string) string) string {
+	if d := getenv("METANODE_DATA"); d != "" {
+		return d
+	}
+	if d := getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "metanode")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	if home == "" {
+		return "metanode-data" // no home at all (some containers): the working directory
+	}
+	return filepath.Join(home, ".local", "share", "metanode")
+}
+
+func expandHome(p string, getenv func(string) string) string {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return p
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	return filepath.Join(home, strings.TrimPrefix(p, "~"))
+}
+
+func (c *Config) expandPaths(getenv func(string) string) {
+	for _, p := range []*string{&c.Data, &c.TruthDB, &c.CacheDB, &c.SwarmKey, &c.Files} {
+		*p = expandHome(*p, getenv)
+	}
+}
+
+// NodeConfig translates the settings onto the node's typed fields.
+func (c *Config) NodeConfig() node.Config {
+	bootstrap := c.Profile == "bootstrap"
+	return node.Config{
+		DataDir:      c.Data,
+		TruthPath:    c.TruthDB,
+		CachePath:    c.CacheDB,
+		HTTPAddr:     c.HTTP,
+		Listen:       c.Listen,
+		Bootstrap:    c.Bootstrap,
+		SwarmName:    c.Swarm,
+		SwarmKeyPath: c.SwarmKey,
+		FilesRoot:    c.Files,
+		Trust:        storeTrust(c.Trust),
+		NoAutoTrust:  !c.AutoTrustLocal,
+		Replicate:    node.Replicate(c.Replicate),
+		MDNS:         c.MDNS,
+		// A DHT forms only among servers: bootstrap nodes, and homes in a
+		// private or LAN swarm, where auto mode would never turn server.
+		DHTServer:    bootstrap || c.SwarmKey != "" || c.MDNS,
+		RelayService: bootstrap,
+		PeerExchange: bootstrap,
+		MaxConns:     c.MaxConns,
+	}
+}
+
+// String is the configuration as YAML-ish lines, for logs and tests.
+func (c Config) String() string {
+	var b strings.Builder
+	for _, s := range settings {
+		fmt.Fprintf(&b, "%s: %s\n", s.name, valueString(s.field(&c)))
+	}
+	return b.String()
+}

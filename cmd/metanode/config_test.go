@@ -1,0 +1,319 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func envMap(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadConfig_Defaults(t *testing.T) {
+	home := t.TempDir()
+	got, layers, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": home})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultConfig()
+	want.Data = filepath.Join(home, ".local", "share", "metanode")
+	if !equalConfig(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if layers.file != "" || len(layers.set) != 0 {
+		t.Fatalf("layers = %+v, want none", layers)
+	}
+}
+
+func equalConfig(a, b Config) bool { return a.String() == b.String() }
+
+func TestDefaultDataDir(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"METANODE_DATA": "/a", "XDG_DATA_HOME": "/x", "HOME": "/h"}, "/a"},
+		{map[string]string{"XDG_DATA_HOME": "/x", "HOME": "/h"}, "/x/metanode"},
+		{map[string]string{"HOME": "/h"}, "/h/.local/share/metanode"},
+	} {
+		if got := defaultDataDir(envMap(tc.env)); got != tc.want {
+			t.Errorf("defaultDataDir(%v) = %q, want %q", tc.env, got, tc.want)
+		}
+	}
+}
+
+// TestLoadConfig_Precedence sets each of a few settings in several layers
+// and checks the highest layer wins: defaults < YAML < env < flags.
+func TestLoadConfig_Precedence(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "c.yml", `
+http: 127.0.0.1:9100
+swarm: from-yaml
+trust: open
+max-conns: 10
+listen: [/ip4/127.0.0.1/tcp/5000]
+mdns: false
+log-level: debug
+`)
+	env := map[string]string{
+		"HOME":                dir,
+		"METANODE_SWARM":      "from-env",
+		"METANODE_MAX_CONNS":  "20",
+		"META_CORE_HTTP_PORT": "9200",
+		"FILES_PATH":          "/files/env",
+		"META_CORE_DB_PATH":   "/db/truth-env.db",
+		"METANODE_LISTEN":     "/ip4/127.0.0.1/tcp/6000, /ip4/127.0.0.1/udp/6000/quic-v1",
+	}
+	flags := map[string][]string{
+		"max-conns": {"30"},
+		"listen":    {"/ip4/127.0.0.1/tcp/7000", "/ip4/127.0.0.1/tcp/7001"},
+		"mdns":      {"true", "false", "true"},
+	}
+	got, layers, err := LoadConfig(loadOptions{getenv: envMap(env), configPath: path, flags: flags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, got, want string
+	}{
+		{"http (env META_CORE_HTTP_PORT over yaml)", got.HTTP, "127.0.0.1:9200"},
+		{"swarm (env over yaml)", got.Swarm, "from-env"},
+		{"trust (yaml over default)", got.Trust, "open"},
+		{"max-conns (flag over env over yaml)", valueString(&got.MaxConns), "30"},
+		{"listen (repeated flag)", strings.Join(got.Listen, " "), "/ip4/127.0.0.1/tcp/7000 /ip4/127.0.0.1/tcp/7001"},
+		{"mdns (last flag wins over yaml)", valueString(&got.MDNS), "true"},
+		{"files (FILES_PATH)", got.Files, "/files/env"},
+		{"truth-db (META_CORE_DB_PATH)", got.TruthDB, "/db/truth-env.db"},
+		{"log-level (yaml)", got.LogLevel, "debug"},
+		{"replicate (default)", got.Replicate, "all"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if layers.file != path {
+		t.Errorf("layers.file = %q, want %q", layers.file, path)
+	}
+
+	// METANODE_HTTP beats the upstream variable; a comma list in env.
+	env["METANODE_HTTP"] = "127.0.0.1:9300"
+	got, _, err = LoadConfig(loadOptions{getenv: envMap(env), configPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.HTTP != "127.0.0.1:9300" || strings.Join(got.Listen, " ") != "/ip4/127.0.0.1/tcp/6000 /ip4/127.0.0.1/udp/6000/quic-v1" {
+		t.Errorf("http, listen = %q, %q", got.HTTP, got.Listen)
+	}
+}
+
+func TestLoadConfig_FileInDataDir(t *testing.T) {
+	data := t.TempDir()
+	writeFile(t, data, "metanode.yml", "swarm: in-data-dir\n")
+	got, layers, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"METANODE_DATA": data})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Swarm != "in-data-dir" || layers.file == "" {
+		t.Fatalf("swarm = %q, file = %q: want the data dir's metanode.yml read", got.Swarm, layers.file)
+	}
+	// --data on the command line decides where to look.
+	other := t.TempDir()
+	got, _, err = LoadConfig(loadOptions{getenv: envMap(map[string]string{"METANODE_DATA": other}), flags: map[string][]string{"data": {data}}})
+	if err != nil || got.Swarm != "in-data-dir" {
+		t.Fatalf("with --data: swarm = %q, err = %v", got.Swarm, err)
+	}
+	// A missing --config is an error, a missing <data>/metanode.yml is not.
+	if _, _, err := LoadConfig(loadOptions{getenv: envMap(nil), configPath: filepath.Join(other, "nope.yml"), flags: map[string][]string{"data": {other}}}); err == nil {
+		t.Fatal("missing --config file: no error")
+	}
+}
+
+func TestLoadConfig_ExpandsVariables(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "c.yml", "files: ${MEDIA}/films\ndata: ~/node\n")
+	got, _, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"MEDIA": "/srv/media", "HOME": "/home/u"}), configPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Files != "/srv/media/films" || got.Data != "/home/u/node" {
+		t.Fatalf("files, data = %q, %q", got.Files, got.Data)
+	}
+}
+
+// TestLoadConfig_Errors: every bad input names the setting at fault.
+func TestLoadConfig_Errors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		yaml  string
+		env   map[string]string
+		flags map[string][]string
+		field string
+	}{
+		{name: "unknown key", yaml: "http: 127.0.0.1:1\nswarm-name: x\n", field: "swarm-name"},
+		{name: "nested unknown", yaml: "log:\n  level: debug\n", field: "log"},
+		{name: "int in yaml", yaml: "max-conns: many\n", field: "max-conns"},
+		{name: "list in yaml", yaml: "listen: {a: b}\n", field: "listen"},
+		{name: "bool in yaml", yaml: "mdns: sometimes\n", field: "mdns"},
+		{name: "twice", yaml: "swarm: a\nswarm: b\n", field: "swarm"},
+		{name: "trust value", yaml: "trust: maybe\n", field: "trust"},
+		{name: "replicate value", env: map[string]string{"METANODE_REPLICATE": "some"}, field: "replicate"},
+		{name: "profile value", flags: map[string][]string{"profile": {"server"}}, field: "profile"},
+		{name: "int in env", env: map[string]string{"METANODE_MAX_CONNS": "x"}, field: "max-conns"},
+		{name: "zero conns", flags: map[string][]string{"max-conns": {"0"}}, field: "max-conns"},
+		{name: "bool flag", flags: map[string][]string{"auto-trust-local": {"perhaps"}}, field: "auto-trust-local"},
+		{name: "http", yaml: "http: nine-thousand\n", field: "http"},
+		{name: "http port", env: map[string]string{"META_CORE_HTTP_PORT": "99999"}, field: "http"},
+		{name: "listen", flags: map[string][]string{"listen": {"tcp://0.0.0.0:4001"}}, field: "listen"},
+		{name: "no listen", yaml: "listen: []\n", field: "listen"},
+		{name: "bootstrap without peer", yaml: "bootstrap: [/ip4/1.2.3.4/tcp/4001]\n", field: "bootstrap"},
+		{name: "swarm name", yaml: "swarm: a/b\n", field: "swarm"},
+		{name: "log level", yaml: "log-level: loud\n", field: "log-level"},
+		{name: "log format", yaml: "log-format: xml\n", field: "log-format"},
+		{name: "bootstrap with files", yaml: "profile: bootstrap\nfiles: /srv\n", field: "files"},
+		{name: "bootstrap with interest", yaml: "profile: bootstrap\nreplicate: interest\n", field: "replicate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			env := map[string]string{"HOME": dir}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			opt := loadOptions{getenv: envMap(env), flags: tc.flags}
+			if tc.yaml != "" {
+				opt.configPath = writeFile(t, dir, "c.yml", tc.yaml)
+			}
+			_, _, err := LoadConfig(opt)
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("err = %v, want a *ConfigError", err)
+			}
+			if ce.Field != tc.field || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("err = %v (field %q), want it to name %q", err, ce.Field, tc.field)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err = %q: want one line", err)
+			}
+		})
+	}
+}
+
+func TestLoadConfig_UnknownKeyIsSentinel(t *testing.T) {
+	dir := t.TempDir()
+	_, _, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": dir}), configPath: writeFile(t, dir, "c.yml", "colour: blue\n")})
+	if !errors.Is(err, ErrUnknownKey) || !strings.Contains(err.Error(), `"colour"`) && !strings.Contains(err.Error(), "colour") {
+		t.Fatalf("err = %v, want ErrUnknownKey naming colour", err)
+	}
+}
+
+func TestLoadConfig_Profile(t *testing.T) {
+	dir := t.TempDir()
+	env := envMap(map[string]string{"HOME": dir})
+	got, _, err := LoadConfig(loadOptions{getenv: env, flags: map[string][]string{"profile": {"bootstrap"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := got.NodeConfig()
+	if got.Trust != "open" || !nc.DHTServer || !nc.RelayService || !nc.PeerExchange || nc.FilesRoot != "" {
+		t.Fatalf("bootstrap: trust %q, node config %+v", got.Trust, nc)
+	}
+	// An explicit trust wins over the profile's default.
+	got, _, err = LoadConfig(loadOptions{getenv: env, flags: map[string][]string{"profile": {"bootstrap"}, "trust": {"list"}}})
+	if err != nil || got.Trust != "list" {
+		t.Fatalf("bootstrap with --trust list: trust %q, err %v", got.Trust, err)
+	}
+	// A home: no relay, no peer exchange; auto-trust off maps to NoAutoTrust.
+	got, _, err = LoadConfig(loadOptions{getenv: env, flags: map[string][]string{"auto-trust-local": {"false"}, "no-mdns": {"true"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc = got.NodeConfig()
+	if nc.RelayService || nc.PeerExchange || !nc.NoAutoTrust || string(nc.Trust) != "list" {
+		t.Fatalf("home: node config %+v", nc)
+	}
+}
+
+// TestShippedConfigs parses and validates every configs/*.yml and the
+// template init writes (which must equal the embedded defaults).
+func TestShippedConfigs(t *testing.T) {
+	files, err := filepath.Glob("../../configs/*.yml")
+	if err != nil || len(files) < 2 {
+		t.Fatalf("configs/*.yml: %v, %v", files, err)
+	}
+	home := t.TempDir()
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			c, layers, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": home}), configPath: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(layers.set) == 0 {
+				t.Fatal("the example sets nothing")
+			}
+			if filepath.Base(f) == "bootstrap.yml" && (c.Profile != "bootstrap" || c.Trust != "open") {
+				t.Fatalf("bootstrap.yml: profile %q trust %q", c.Profile, c.Trust)
+			}
+		})
+	}
+	t.Run("default.yml", func(t *testing.T) {
+		path := writeFile(t, t.TempDir(), "metanode.yml", defaultYAML)
+		got, layers, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": home}), configPath: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := DefaultConfig()
+		want.Data = got.Data
+		if len(layers.set) != 0 || !equalConfig(got, want) {
+			t.Fatalf("init's template: got %+v (set %v), want the defaults", got, layers.set)
+		}
+		// Uncommenting every line must give the same defaults back.
+		// Uncommenting every setting line must give the same defaults back.
+		var kept []string
+		for _, l := range strings.Split(defaultYAML, "\n") {
+			if len(l) > 1 && l[0] == '#' && (l[1] >= 'a' && l[1] <= 'z' || l[1] == ' ' && l[2] == ' ') && !strings.HasPrefix(l, "#data:") {
+				kept = append(kept, l[1:])
+			}
+		}
+		path = writeFile(t, t.TempDir(), "metanode.yml", strings.Join(kept, "\n"))
+		got, layers, err = LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": home}), configPath: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equalConfig(got, want) || len(layers.set) != len(settings)-1 {
+			t.Fatalf("uncommented template: got %+v, set %d keys; want the defaults, every key but data", got, len(layers.set))
+		}
+	})
+}
+
+// FuzzConfigYAML: no input crashes the loader, and every error is one line.
+func FuzzConfigYAML(f *testing.F) {
+	f.Add("http: 127.0.0.1:9000\n")
+	f.Add("listen: [a, b]\nmdns: yes\n")
+	f.Add("- a\n- b\n")
+	f.Add("max-conns: 99999999999999999999\n")
+	f.Add("{bad")
+	f.Add("a: &x [*x]\n")
+	f.Add(defaultYAML)
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, body string) {
+		path := filepath.Join(dir, "c.yml")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": dir}), configPath: path})
+		if err != nil && err.Error() == "" {
+			t.Fatal("empty error")
+		}
+	})
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/metanode/metanode/node"
+	"github.com/metanode/metanode/store"
+)
+
+// defaultYAML is the config `init` writes: the embedded defaults, commented.
+//
+//go:embed default.yml
+var defaultYAML string
+
+// identity is what init and id print.
+type identity struct {
+	PeerID  string   `json:"peerId"`
+	UID     string   `json:"uid"`
+	Addrs   []string `json:"addrs"`
+	DataDir string   `json:"dataDir,omitempty"`
+	Created bool     `json:"created,omitempty"`
+	Config  string   `json:"config,omitempty"`
+}
+
+func (c *cli) initCmd(ctx context.Context, args []string) error {
+	fl := c.flagSet("init", "init [--data DIR]", `Creates the data directory (0700), the node key (node.key, 0600) and a default
+config (metanode.yml) when they do not exist, and prints the node's uid and
+peer id. Running it again changes nothing.`)
+	vals, configPath := configFlags(fl, "data")
+	if err := c.noArgs(fl, args); err != nil {
+		return err
+	}
+	cfg, _, err := c.loadConfig(vals, *configPath)
+	if err != nil {
+		return err
+	}
+	if err := node.EnsureDataDir(cfg.Data); err != nil {
+		return err
+	}
+	signer, created, err := node.LoadOrCreateIdentity(filepath.Join(cfg.Data, node.KeyFile))
+	if err != nil {
+		return err
+	}
+	confPath := filepath.Join(cfg.Data, node.ConfigFile)
+	f, err := os.OpenFile(confPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		_, werr := f.WriteString(defaultYAML)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return fmt.Errorf("write %s: %w", confPath, werr)
+		}
+	case errors.Is(err, fs.ErrExist):
+	default:
+		return fmt.Errorf("write default config: %w", err)
+	}
+	id, err := describe(signer, cfg)
+	if err != nil {
+		return err
+	}
+	id.DataDir, id.Created, id.Config = cfg.Data, created, confPath
+	return c.printJSON(id)
+}
+
+func (c *cli) id(ctx context.Context, args []string) error {
+	fl := c.flagSet("id", "id [--data DIR]", `Prints {"peerId","uid","addrs"} as JSON, from the node key in the data
+directory; addrs are the configured listen addresses (unspecified IPs resolved
+to this machine's interfaces) ending in /p2p/<peerId>. Works with the node stopped.`)
+	vals, configPath := configFlags(fl, "data", "listen")
+	if err := c.noArgs(fl, args); err != nil {
+		return err
+	}
+	cfg, _, err := c.loadConfig(vals, *configPath)
+	if err != nil {
+		return err
+	}
+	keyPath := filepath.Join(cfg.Data, node.KeyFile)
+	signer, err := store.LoadSigner(keyPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no node key at %s: run 'metanode init' (or 'metanode serve') first, or pass --data", keyPath)
+	}
+	if err != nil {
+		return err
+	}
+	id, err := describe(signer, cfg)
+	if err != nil {
+		return err
+	}
+	return c.printJSON(id)
+}
+
+// describe computes the node's peer id and dialable addresses offline.
+func describe(signer *store.Signer, cfg Config) (identity, error) {
+	pid, err := node.PeerID(signer)
+	if err != nil {
+		return identity{}, err
+	}
+	id := identity{PeerID: pid.String(), UID: signer.UID(), Addrs: []string{}}
+	var listen []ma.Multiaddr
+	for _, a := range cfg.Listen {
+		m, err := ma.NewMultiaddr(a)
+		if err != nil {
+			return identity{}, fmt.Errorf("listen address %q: %w", a, err)
+		}
+		listen = append(listen, m)
+	}
+	ifaces, err := manet.InterfaceMultiaddrs()
+	if err == nil {
+		if resolved, err := manet.ResolveUnspecifiedAddresses(listen, ifaces); err == nil {
+			listen = resolved
+		}
+	}
+	for _, m := range listen {
+		id.Addrs = append(id.Addrs, m.String()+"/p2p/"+pid.String())
+	}
+	return id, nil
+}
+
+func (c *cli) keygen(ctx context.Context, args []string) error {
+	fl := c.flagSet("keygen", "keygen [--out FILE]", `Writes a new signer key (secp256k1, hex, mode 0600) and prints its uid. It
+never overwrites a file. Give the key to a service that signs claims
+('metanode claim sign --signer FILE', or its own client library).`)
+	out := fl.String("out", "signer.key", "file to write")
+	if err := c.noArgs(fl, args); err != nil {
+		return err
+	}
+	s, err := store.GenerateSigner()
+	if err != nil {
+		return err
+	}
+	if err := s.WriteFile(*out); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s already exists: choose another --out (keys are never overwritten)", *out)
+		}
+		return err
+	}
+	fmt.Fprintln(c.stdout, s.UID())
+	return nil
+}
+
+func (c *cli) noArgs(fl *flag.FlagSet, args []string) error {
+	pos, err := c.parse(fl, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef(fl.Name(), "unexpected argument %q", pos[0])
+	}
+	return nil
+}
+
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

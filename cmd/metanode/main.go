@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/metanode/metanode/api"
+)
+
+// version is stamped at build time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func main() {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel() // graceful: serve drains and closes
+		<-sigs
+		fmt.Fprintln(os.Stderr, "metanode: second signal, exiting without a clean shutdown (the cache is rebuilt at the next start)")
+		os.Exit(1)
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// Exit statuses (cli.md).
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// cli carries a command's streams and environment.
+type cli struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	clients        []*api.Client // closed when the command ends
+}
+
+// run executes one command line and returns the exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	return c.run(ctx, args)
+}
+
+// usageError is a command line that does not make sense: exit 2.
+type usageError struct {
+	cmd string // "serve", "claim sign", …
+	msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(cmd, format string, a ...any) error {
+	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, a...)}
+}
+
+// errHelp is returned after printing a command's help: exit 0.
+var errHelp = errors.New("help printed")
+
+type command struct {
+	name    string
+	summary string
+	run     func(c *cli, ctx context.Context, args []string) error
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"serve", "run a node until SIGINT/SIGTERM", (*cli).serve},
+		{"init", "create the data directory, the node key and a default config", (*cli).initCmd},
+		{"id", "print the node's peer id, uid and addresses", (*cli).id},
+		{"keygen", "write a new signer key and print its uid", (*cli).keygen},
+		{"claim", "sign claims (claim sign) or sign and post them to a node (claim put)", (*cli).claim},
+		{"get", "print the merged record of a cid", (*cli).get},
+		{"status", "print the node's swarm state", (*cli).status},
+		{"peers", "print the node's connected peers", (*cli).peers},
+		{"trust", "list, add or remove trusted signers (trust ls|add UID|rm UID)", (*cli).trust},
+		{"invite", "make a pairing code for another home", (*cli).invite},
+		{"join", "pair with another home using its code", (*cli).join},
+		{"bench", "measure this machine (bench verify) or a swarm on loopback (bench swarm)", (*cli).bench},
+		{"version", "print the version", (*cli).version},
+	}
+}
+
+func (c *cli) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(c.stderr, "metanode: no command given\nRun 'metanode --help' for the list of commands.\n")
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		c.printUsage(c.stdout)
+		return exitOK
+	case "-version", "--version":
+		name = "version"
+	}
+	var cmd *command
+	for i := range commands {
+		if commands[i].name == name {
+			cmd = &commands[i]
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(c.stderr, "metanode: unknown command %q\nRun 'metanode --help' for the list of commands.\n", name)
+		return exitUsage
+	}
+	err := cmd.run(c, ctx, args[1:])
+	for _, cl := range c.clients {
+		cl.Close()
+	}
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		if ue.cmd == "" {
+			ue.cmd = name
+		}
+		fmt.Fprintf(c.stderr, "metanode %s: %s\nRun 'metanode %s --help' for usage.\n", ue.cmd, ue.msg, ue.cmd)
+		return exitUsage
+	default:
+		fmt.Fprintf(c.stderr, "metanode %s: %s\n", name, oneLine(err.Error()))
+		return exitError
+	}
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func (c *cli) printUsage(w io.Writer) {
+	fmt.Fprint(w, `metanode: a peer-to-peer metadata node.
+
+Usage: metanode <command> [flags]
+
+Commands:
+`)
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", cmd.name, cmd.summary)
+	}
+	fmt.Fprint(w, `
+Run 'metanode <command> --help' for a command's flags.
+Exit status: 0 success, 1 error, 2 usage error.
+`)
+}
+
+// flagSet makes a command's flag set: errors are handled by parse, help
+// goes to stdout.
+func (c *cli) flagSet(name, synopsis, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(c.stdout, "Usage: metanode %s\n\n%s\n", synopsis, about)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(c.stdout, "\nFlags:")
+			fs.SetOutput(c.stdout)
+			fs.PrintDefaults()
+			fs.SetOutput(io.Discard)
+		}
+	}
+	return fs
+}
+
+// parse parses flags, interleaved with positional arguments (Go's flag
+// package stops at the first positional one), and returns the positionals.
+func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.Usage()
+				return nil, errHelp
+			}
+			return nil, usagef(fs.Name(), "%v", err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func (c *cli) version(ctx context.Context, args []string) error {
+	fs := c.flagSet("version", "version", "Prints the version of this binary.")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, "metanode", version)
+	return nil
+}
+
+func (c *cli) invite(ctx context.Context, args []string) error {
+	fs := c.flagSet("invite", "invite", "Makes a pairing code for another home (not yet available).")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	return errPairing
+}
+
+func (c *cli) join(ctx context.Context, args []string) error {
+	fs := c.flagSet("join", "join CODE", "Pairs with another home using its code (not yet available).")
+	if _, err := c.parse(fs, args); err != nil {
+		return err
+	}
+	return errPairing
+}
+
+var errPairing = errors.New("pairing is not yet available in this version; to pair two homes now, run 'metanode trust add <uid>' on each node with the other node's uid (from 'metanode id') and start one with --bootstrap <the other's address>")

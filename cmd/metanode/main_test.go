@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"go.uber.org/goleak"
+
+	"github.com/metanode/metanode/store"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cleanupBinary()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCLI runs one command line in-process with its own environment.
+func runCLI(t *testing.T, env map[string]string, stdin io.Reader, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	c := &cli{stdin: stdin, stdout: &out, stderr: &errb, getenv: envMap(env)}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code := c.run(ctx, args)
+	return result{code, out.String(), errb.String()}
+}
+
+func (r result) want(t *testing.T, code int, args ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("metanode %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, code, r.stdout, r.stderr)
+	}
+	if code != 0 && strings.Count(strings.TrimSpace(r.stderr), "\n") > 1 {
+		t.Fatalf("metanode %s: stderr %q: want a short message", strings.Join(args, " "), r.stderr)
+	}
+}
+
+func TestRun_HelpAndUsage(t *testing.T) {
+	env := map[string]string{"HOME": t.TempDir()}
+	r := runCLI(t, env, nil, "--help")
+	r.want(t, 0, "--help")
+	for _, cmd := range commands {
+		if !strings.Contains(r.stdout, cmd.name) {
+			t.Errorf("--help does not list %q", cmd.name)
+		}
+	}
+	helps := [][]string{
+		{"serve", "--help"}, {"init", "-h"}, {"id", "--help"}, {"keygen", "--help"},
+		{"claim", "--help"}, {"claim", "sign", "--help"}, {"claim", "put", "--help"},
+		{"get", "--help"}, {"status", "--help"}, {"peers", "--help"}, {"trust", "--help"},
+		{"invite", "--help"}, {"join", "--help"}, {"bench", "--help"}, {"bench", "verify", "--help"},
+		{"bench", "swarm", "--help"}, {"version", "--help"},
+	}
+	for _, args := range helps {
+		r := runCLI(t, env, nil, args...)
+		r.want(t, 0, args...)
+		if !strings.Contains(r.stdout, "Usage: metanode") {
+			t.Errorf("metanode %s: stdout %q, want a usage text", strings.Join(args, " "), r.stdout)
+		}
+	}
+	r = runCLI(t, env, nil, "serve", "--help")
+	for _, s := range settings {
+		if !strings.Contains(r.stdout, "-"+s.name) {
+			t.Errorf("serve --help does not mention --%s", s.name)
+		}
+	}
+	usage := [][]string{
+		{}, {"frobnicate"}, {"serve", "--bogus"}, {"serve", "extra"}, {"get"}, {"get", "a", "b"},
+		{"trust"}, {"trust", "add"}, {"trust", "add", "not-a-uid"}, {"trust", "wave"}, {"claim"},
+		{"claim", "sign"}, {"claim", "sign", "--signer", "k", "--cid", "c", "--key", "k"},
+		{"claim", "burn"}, {"bench"}, {"bench", "verify", "--claims", "0"}, {"keygen", "x"},
+		{"status", "--api", "ftp://x"}, {"id", "extra"},
+	}
+	for _, args := range usage {
+		r := runCLI(t, env, nil, args...)
+		r.want(t, 2, args...)
+		if r.stderr == "" {
+			t.Errorf("metanode %s: no message", strings.Join(args, " "))
+		}
+	}
+}
+
+func TestRun_Version(t *testing.T) {
+	r := runCLI(t, nil, nil, "version")
+	r.want(t, 0, "version")
+	if !strings.HasPrefix(r.stdout, "metanode ") {
+		t.Fatalf("version: %q", r.stdout)
+	}
+}
+
+func TestRun_PairingNotYet(t *testing.T) {
+	for _, cmd := range []string{"invite", "join"} {
+		r := runCLI(t, nil, nil, cmd)
+		r.want(t, 1, cmd)
+		if !strings.Contains(r.stderr, "not yet available") || !strings.Contains(r.stderr, "trust add") {
+			t.Fatalf("%s: %q", cmd, r.stderr)
+		}
+	}
+}
+
+func TestRun_InitAndID(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "node")
+	env := map[string]string{"HOME": t.TempDir(), "METANODE_DATA": data}
+
+	r := runCLI(t, env, nil, "id")
+	r.want(t, 1, "id")
+	if !strings.Contains(r.stderr, "metanode init") {
+		t.Fatalf("id before init: %q", r.stderr)
+	}
+
+	r = runCLI(t, env, nil, "init")
+	r.want(t, 0, "init")
+	var first identity
+	if err := json.Unmarshal([]byte(r.stdout), &first); err != nil {
+		t.Fatalf("init output %q: %v", r.stdout, err)
+	}
+	if !first.Created || first.DataDir != data {
+		t.Fatalf("init: %+v", first)
+	}
+	for name, mode := range map[string]os.FileMode{"": 0o700, "node.key": 0o600, "metanode.yml": 0o600} {
+		st, err := os.Stat(filepath.Join(data, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != mode {
+			t.Errorf("%s/%s: mode %v, want %v", data, name, st.Mode().Perm(), mode)
+		}
+	}
+
+	r = runCLI(t, env, nil, "init")
+	r.want(t, 0, "init again")
+	var second identity
+	if err := json.Unmarshal([]byte(r.stdout), &second); err != nil {
+		t.Fatal(err)
+	}
+	if second.Created || second.UID != first.UID || second.PeerID != first.PeerID {
+		t.Fatalf("init again: %+v, first %+v", second, first)
+	}
+
+	r = runCLI(t, env, nil, "id", "--listen", "/ip4/127.0.0.1/tcp/4999")
+	r.want(t, 0, "id")
+	var id identity
+	if err := json.Unmarshal([]byte(r.stdout), &id); err != nil {
+		t.Fatal(err)
+	}
+	if id.UID != first.UID || id.PeerID != first.PeerID {
+		t.Fatalf("id = %+v, init said %+v", id, first)
+	}
+	if len(id.Addrs) != 1 || id.Addrs[0] != "/ip4/127.0.0.1/tcp/4999/p2p/"+id.PeerID {
+		t.Fatalf("id addrs = %v", id.Addrs)
+	}
+	// The uid and the peer id name one key: the vouch cid is the peer id's cid.
+	pid, err := peer.Decode(id.PeerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid, err := store.PeerIDCID(id.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := peer.ToCid(pid).String(); got != cid {
+		t.Fatalf("peer id cid %s != PeerIDCID(uid) %s", got, cid)
+	}
+}
+
+func TestRun_KeygenAndClaimSign(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "plugin.key")
+	r := runCLI(t, nil, nil, "keygen", "--out", key)
+	r.want(t, 0, "keygen")
+	uid := strings.TrimSpace(r.stdout)
+	if err := store.CheckUID(uid); err != nil {
+		t.Fatalf("keygen printed %q: %v", uid, err)
+	}
+	if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v, %v", st, err)
+	}
+	r = runCLI(t, nil, nil, "keygen", "--out", key)
+	r.want(t, 1, "keygen over an existing file")
+	if !strings.Contains(r.stderr, "already exists") {
+		t.Fatalf("keygen twice: %q", r.stderr)
+	}
+
+	const cid = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"
+	for _, tc := range []struct {
+		args []string
+		kind store.Kind
+	}{
+		{[]string{"--value", "Heat", "--ts", "1700000000000"}, store.KindText},
+		{[]string{"--value", ""}, store.KindText},
+		{[]string{"--retract"}, store.KindRetraction},
+		{[]string{"--cipher-b64", "AAEC"}, store.KindCipher},
+	} {
+		args := append([]string{"claim", "sign", "--signer", key, "--cid", cid, "--key", "title"}, tc.args...)
+		r := runCLI(t, nil, nil, args...)
+		r.want(t, 0, args...)
+		var c store.Claim
+		if err := c.UnmarshalJSON([]byte(r.stdout)); err != nil {
+			t.Fatalf("claim sign printed %q: %v", r.stdout, err)
+		}
+		if err := c.Verify(); err != nil || c.UID != uid || c.Kind != tc.kind || c.CID != cid {
+			t.Fatalf("claim %+v: verify %v", c, err)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--cid", "not a cid", "--key", "title", "--value", "x"},
+		{"--cid", cid, "--key", "title", "--value", "x", "--ts", "99999999999999"},
+	} {
+		args := append([]string{"claim", "sign", "--signer", key}, bad...)
+		r := runCLI(t, nil, nil, args...)
+		r.want(t, 1, args...)
+		if !strings.Contains(r.stderr, "would be rejected") {
+			t.Fatalf("%v: %q", bad, r.stderr)
+		}
+	}
+	r = runCLI(t, nil, nil, "claim", "sign", "--signer", filepath.Join(dir, "none.key"), "--cid", cid, "--key", "k", "--value", "v")
+	r.want(t, 1, "claim sign with a missing key")
+	if !strings.Contains(r.stderr, "keygen") {
+		t.Fatalf("missing key: %q", r.stderr)
+	}
+}
+
+func TestRun_BenchVerify(t *testing.T) {
+	r := runCLI(t, nil, nil, "bench", "verify", "--claims", "32", "--duration", "50ms")
+	r.want(t, 0, "bench verify")
+	if !strings.Contains(r.stdout, "claims/s") {
+		t.Fatalf("bench verify: %q", r.stdout)
+	}
+}
+
+func TestRun_ClientWithoutNode(t *testing.T) {
+	// Port 1 on loopback: nothing listens there.
+	env := map[string]string{"METANODE_API": "http://127.0.0.1:1"}
+	for _, args := range [][]string{{"status"}, {"peers"}, {"trust", "ls"}, {"get", "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"}} {
+		r := runCLI(t, env, nil, args...)
+		r.want(t, 1, args...)
+		if !strings.Contains(r.stderr, "no node answers at http://127.0.0.1:1") || !strings.Contains(r.stderr, "metanode serve") {
+			t.Fatalf("metanode %v: %q", args, r.stderr)
+		}
+	}
+	// Garbage on stdin is refused before anything is sent, naming the line.
+	r := runCLI(t, env, strings.NewReader("\n{\"uid\":1}\n"), "claim", "put", "-")
+	r.want(t, 1, "claim put -")
+	if !strings.Contains(r.stderr, "stdin line 2") {
+		t.Fatalf("claim put garbage: %q", r.stderr)
+	}
+}

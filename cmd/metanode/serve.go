@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/metanode/metanode/node"
+	"github.com/metanode/metanode/store"
+)
+
+// collect gathers a setting's flag values in command-line order.
+type collect struct {
+	name   string
+	vals   map[string][]string
+	isBool bool
+	fixed  string // a flag that always sets this value (--no-mdns)
+}
+
+func (f *collect) String() string { return "" }
+func (f *collect) Set(v string) error {
+	if f.fixed != "" {
+		b := strings.ToLower(v)
+		if b != "true" && b != "1" && b != "t" {
+			return nil // --no-mdns=false: leave mdns alone
+		}
+		v = f.fixed
+	}
+	f.vals[f.name] = append(f.vals[f.name], v)
+	return nil
+}
+func (f *collect) IsBoolFlag() bool { return f.isBool }
+
+// configFlags adds --config and one flag per setting to fs (only the named
+// settings when names is given).
+func configFlags(fs *flag.FlagSet, names ...string) (vals map[string][]string, configPath *string) {
+	vals = make(map[string][]string)
+	configPath = fs.String("config", "", "YAML config file (default <data>/metanode.yml when present; env METANODE_CONFIG)")
+	def := DefaultConfig()
+	for _, s := range settings {
+		if len(names) > 0 && !slices.Contains(names, s.name) {
+			continue
+		}
+		_, isBool := s.field(&def).(*bool)
+		usage := s.usage
+		if d := valueString(s.field(&def)); d != "" {
+			usage += " (default " + d + ")"
+		}
+		usage += "; env " + strings.Join(s.env, ", ")
+		fs.Var(&collect{name: s.name, vals: vals, isBool: isBool}, s.name, usage)
+		if s.name == "mdns" {
+			fs.Var(&collect{name: "mdns", vals: vals, isBool: true, fixed: "false"}, "no-mdns", "no LAN discovery (same as --mdns=false)")
+		}
+	}
+	return vals, configPath
+}
+
+func (c *cli) loadConfig(vals map[string][]string, configPath string) (Config, configLayers, error) {
+	return LoadConfig(loadOptions{getenv: c.getenv, configPath: configPath, flags: vals})
+}
+
+func (c *cli) serve(ctx context.Context, args []string) error {
+	fs := c.flagSet("serve", "serve [flags]", `Runs a node until SIGINT or SIGTERM: the local HTTP API, the swarm and, with
+--files, the file watcher. The first signal shuts down gracefully (exit 0); a
+second one exits at once. Every flag is also a key of the YAML config file and
+an environment variable; flags win over the environment, which wins over the file.`)
+	vals, configPath := configFlags(fs)
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("serve", "unexpected argument %q", pos[0])
+	}
+	cfg, layers, err := c.loadConfig(vals, *configPath)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(c.stderr, cfg.LogLevel, cfg.LogFormat)
+	if layers.file != "" {
+		logger.Info("config file read", "path", layers.file)
+	}
+	ncfg := cfg.NodeConfig()
+	ncfg.Logger = logger
+	n := node.New(ncfg)
+	if err := n.Open(ctx); err != nil {
+		return explainOpen(err, cfg)
+	}
+	logger.Info("serving", "api", n.APIURL(), "data", cfg.Data, "uid", n.UID(), "peer", n.PeerID(), "profile", cfg.Profile)
+	<-ctx.Done()
+	logger.Info("shutting down (a second signal exits at once)")
+	if err := n.Close(); err != nil {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// explainOpen adds what to do to the common start-up failures.
+func explainOpen(err error, cfg Config) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%w: another process (another metanode?) holds the address; stop it or choose --http / --listen", err)
+	case errors.Is(err, store.ErrSchema):
+		return fmt.Errorf("%w: see docs/operations.md (upgrading)", err)
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("%w: check the permissions of the data directory %s (--data)", err, cfg.Data)
+	}
+	return err
+}
+
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	var lv slog.LevelVar
+	_ = lv.UnmarshalText([]byte(level)) // validated by Config.Validate
+	opts := &slog.HandlerOptions{Level: &lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func storeTrust(s string) store.TrustMode { return store.TrustMode(s) }
