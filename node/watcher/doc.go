@@ -1,0 +1,23 @@
+// Package watcher keeps the store's local_file rows in step with a files
+// root: an initial scan, then live changes from fsnotify (debounced per
+// path), and a periodic rescan as a safety net. Each file is identified by
+// its midhash256 (content-ids.md); a file whose size and mtime match its row
+// is never hashed again. Changes reach the store as store.FileUpdate batches
+// (add, change, delete, rename, reset) through the small Store interface
+// declared here, which *store.Store implements.
+//
+// It imports only the store (for types and midhash256). All file access goes
+// through an os.Root on the files root, and symlinks are never followed, so
+// nothing outside the root is ever read.
+//
+// Concurrency: Open starts two goroutines on the watcher's own context: the
+// event loop (fsnotify events, per-path debounce timers, flushes) and the
+// scanner (the initial scan, then rescans on a ticker or after an event
+// overflow, one at a time). Both hash through a bounded pool of HashWorkers
+// goroutines per batch. One mutex guards the in-memory view of the rows
+// (known files, recently vanished files awaiting a rename partner) and is
+// held across each ApplyFiles call, so the store sees changes in the order
+// the view records them. Register runs on the caller's goroutine under the
+// same mutex. Close cancels, waits for both goroutines, then closes fsnotify
+// and the root.
+package watcher

@@ -1,0 +1,196 @@
+package watcher
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"slices"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// runLoop turns fsnotify events into debounced work: each event (re)sets
+// its path's deadline to now+Debounce, and when the timer fires the paths
+// whose deadline passed are looked at together. A queue overflow, in the
+// kernel or in pending, falls back to a rescan.
+func (w *Watcher) runLoop(ctx context.Context) error {
+	pending := map[string]pend{}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	armed := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.fsw.Events:
+			if !ok {
+				return nil
+			}
+			w.note(ev, pending)
+			if len(pending) > maxPending {
+				w.log.Warn("too many changes at once; rescanning instead", "paths", len(pending))
+				clear(pending)
+				w.requestRescan()
+			}
+			if !armed && len(pending) > 0 {
+				timer.Reset(w.cfg.Debounce)
+				armed = true
+			}
+		case err, ok := <-w.fsw.Errors:
+			if !ok {
+				return nil
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				w.log.Warn("file events overflowed; rescanning")
+				w.requestRescan()
+			} else {
+				w.log.Warn("file events", "err", err)
+			}
+		case <-timer.C:
+			armed = false
+			w.flush(ctx, pending)
+			if next, ok := w.nextWake(pending); ok {
+				timer.Reset(max(time.Until(next), time.Millisecond))
+				armed = true
+			}
+		}
+	}
+}
+
+// pend is one path waiting in the debounce.
+type pend struct {
+	deadline time.Time
+	// removed: the last event said the path went away (remove or rename).
+	// Such a path is looked at by the next flush even before its deadline,
+	// so a moved file or directory vanishes before its new name is seen:
+	// the kernel may report a directory's own move after its new name.
+	removed bool
+}
+
+// note records one event. A new directory is not watched here but when its
+// flush lists it, after the watches of whatever vanished were dropped: a
+// directory moved inside the root keeps its kernel watch, which fsnotify
+// would go on reporting under the old name.
+func (w *Watcher) note(ev fsnotify.Event, pending map[string]pend) {
+	rel, ok := w.relOf(ev.Name)
+	if !ok {
+		return
+	}
+	if rel == "." {
+		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+			w.log.Warn("files root removed or moved", "root", w.rootAbs)
+		}
+		return
+	}
+	if ignoredRel(rel) {
+		return
+	}
+	pending[rel] = pend{
+		deadline: time.Now().Add(w.cfg.Debounce),
+		removed:  ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename),
+	}
+}
+
+// nextWake is the earliest pending deadline or vanished-file due time.
+func (w *Watcher) nextWake(pending map[string]pend) (time.Time, bool) {
+	next, ok := w.nextGoneDue()
+	for _, p := range pending {
+		if !ok || p.deadline.Before(next) {
+			next, ok = p.deadline, true
+		}
+	}
+	return next, ok
+}
+
+// flush looks at every path whose deadline passed: vanished ones first (so
+// a moved file's new name finds its old one), then directories (listed)
+// and files (hashed when changed), then deletes vanished files whose wait
+// for a rename partner is over.
+func (w *Watcher) flush(ctx context.Context, pending map[string]pend) {
+	now := time.Now()
+	var due []string
+	for rel, p := range pending {
+		if !p.deadline.After(now) {
+			due = append(due, rel)
+			delete(pending, rel)
+		} else if p.removed {
+			if _, err := w.lstat(rel); gone(err) {
+				due = append(due, rel)
+				delete(pending, rel)
+			}
+		}
+	}
+	slices.Sort(due)
+
+	var missing, dirs []string
+	var files []fileStat
+	for _, rel := range due {
+		fi, err := w.lstat(rel)
+		switch {
+		case err != nil && gone(err):
+			missing = append(missing, rel)
+		case err != nil:
+			w.log.Warn("stat changed path", "path", rel, "err", err)
+		case fi.IsDir():
+			dirs = append(dirs, rel)
+		case fi.Mode().IsRegular():
+			files = append(files, fileStat{rel, fi.Size(), fi.ModTime().UnixNano()})
+		default:
+			// A symlink or special file now: its row, if any, must go.
+			w.log.Debug("skip non-regular file", "path", rel, "mode", fi.Mode().Type())
+			missing = append(missing, rel)
+		}
+	}
+
+	hold := now.Add(w.cfg.Debounce)
+	for _, rel := range missing {
+		wasDir := w.dropWatches(rel)
+		w.mu.Lock()
+		w.view.vanish(rel, hold)
+		if wasDir {
+			w.view.vanishUnder(rel, hold)
+		}
+		w.mu.Unlock()
+	}
+	// A new tree shows up as events for the directory and for what is in
+	// it: list only the topmost directories, and look at each file once.
+	listed := map[string]bool{}
+	for _, f := range files {
+		listed[f.rel] = true
+	}
+	for i, d := range dirs {
+		if i > 0 && under(d, dirs[:i]) {
+			continue // dirs is sorted: an ancestor came first
+		}
+		_, err := w.walk(ctx, d, func(f fileStat) error {
+			if !listed[f.rel] {
+				listed[f.rel] = true
+				files = append(files, f)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil {
+			w.log.Warn("list new directory", "path", d, "err", err)
+		}
+	}
+	for chunk := range slices.Chunk(files, hashBatch) {
+		if err := w.settle(ctx, chunk, nil); err != nil {
+			w.logApply(ctx, err)
+			return
+		}
+	}
+	if err := w.expireGone(ctx, now); err != nil {
+		w.logApply(ctx, err)
+	}
+}
+
+// logApply reports a failed store write and asks for a rescan, which
+// reloads the view from the store and retries.
+func (w *Watcher) logApply(ctx context.Context, err error) {
+	if ctx.Err() == nil {
+		w.log.Error("apply file changes; rescanning", "err", err)
+		w.requestRescan()
+	}
+}

@@ -1,0 +1,121 @@
+package watcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/metanode/metanode/store"
+)
+
+// Register hashes the file at rel (relative to the root, "/"-separated) and
+// records it at once, for POST /api/files/register. Created is false when
+// the same path with the same midhash was already known. A missing file
+// gives an error wrapping fs.ErrNotExist; a directory, a symlink, an
+// ignored name or a path leaving the root one wrapping store.ErrBadPath.
+func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, store.FileResult, error) {
+	if !w.live() {
+		return store.LocalFile{}, store.FileResult{}, ErrClosed
+	}
+	clean, err := cleanRel(rel)
+	if err != nil {
+		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %q: %w", rel, err)
+	}
+	f, err := w.registrable(clean)
+	if err != nil {
+		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, err)
+	}
+
+	// Unchanged since it was hashed: answer without hashing or writing.
+	w.mu.Lock()
+	e, known := w.view.known[clean]
+	w.mu.Unlock()
+	if known && e.same(f) {
+		rid, err := w.cfg.Store.Resolve(ctx, e.cid)
+		if err == nil {
+			return w.localFile(clean, e), store.FileResult{RID: rid}, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, err)
+		}
+	}
+
+	h, err := w.hashFile(clean)
+	if err != nil {
+		if errors.Is(err, errLinked) || errors.Is(err, errNotRegular) {
+			err = fmt.Errorf("%w: %w", store.ErrBadPath, err)
+		}
+		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, err)
+	}
+	e = entry{h.cid, h.size, h.mtime}
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	prev, known := w.view.known[clean]
+	op := store.FileAdd
+	switch g, wasGone := w.view.unGone(clean); {
+	case known:
+		op = store.FileChange
+	case wasGone:
+		prev, known, op = g.entry, true, store.FileChange
+	}
+	if known && prev == e {
+		// The event loop got there first (or it came back unchanged).
+		w.view.known[clean] = e
+		rid, err := w.cfg.Store.Resolve(ctx, e.cid)
+		if err == nil {
+			return w.localFile(clean, e), store.FileResult{RID: rid}, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, err)
+		}
+	}
+	res, err := w.commitLocked(ctx, []store.FileUpdate{w.fileUpdate(op, clean, e)})
+	if err != nil {
+		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, err)
+	}
+	r := res[0]
+	if known && prev.cid == e.cid {
+		r.Created = false
+	}
+	return w.localFile(clean, e), r, nil
+}
+
+// registrable checks that rel is a regular file reached without symlinks.
+func (w *Watcher) registrable(rel string) (fileStat, error) {
+	fi, err := w.lstat(rel)
+	switch {
+	case errors.Is(err, errLinked):
+		return fileStat{}, fmt.Errorf("%w: %w", store.ErrBadPath, err)
+	case err != nil:
+		return fileStat{}, err
+	case fi.IsDir():
+		return fileStat{}, fmt.Errorf("%w: is a directory", store.ErrBadPath)
+	case !fi.Mode().IsRegular():
+		return fileStat{}, fmt.Errorf("%w: %w", store.ErrBadPath, errNotRegular)
+	}
+	return fileStat{rel, fi.Size(), fi.ModTime().UnixNano()}, nil
+}
+
+// cleanRel checks that rel stays inside the root and names a file the
+// watcher would index, and returns it cleaned with "/" separators.
+func cleanRel(rel string) (string, error) {
+	if !filepath.IsLocal(rel) || strings.ContainsRune(rel, 0) {
+		return "", fmt.Errorf("%w: not a path inside the files root", store.ErrBadPath)
+	}
+	clean := path.Clean(filepath.ToSlash(filepath.Clean(rel)))
+	if clean == "." {
+		return "", fmt.Errorf("%w: not a file", store.ErrBadPath)
+	}
+	if ignoredRel(clean) {
+		return "", fmt.Errorf("%w: hidden or partial files are not indexed", store.ErrBadPath)
+	}
+	return clean, nil
+}
+
+func (w *Watcher) localFile(rel string, e entry) store.LocalFile {
+	return store.LocalFile{Path: w.absOf(rel), CID: e.cid, Size: e.size, MtimeNano: e.mtime}
+}

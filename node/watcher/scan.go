@@ -1,0 +1,284 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/metanode/metanode/store"
+)
+
+// runScanner does the initial scan (retrying with backoff until it works),
+// closes ready, then rescans on the ticker or on request, one at a time.
+func (w *Watcher) runScanner(ctx context.Context) error {
+	backoff := time.Second
+	for {
+		err := w.scan(ctx, "initial scan")
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		w.log.Error("initial scan", "err", err, "retry", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+	close(w.ready)
+
+	var tick <-chan time.Time
+	if w.cfg.Rescan > 0 {
+		t := time.NewTicker(w.cfg.Rescan)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+		case <-w.rescanCh:
+		}
+		if err := w.scan(ctx, "rescan"); err != nil && ctx.Err() == nil {
+			w.log.Warn("rescan", "err", err)
+		}
+	}
+}
+
+// scan walks the whole root and brings the store in line with it: changed
+// and new files are hashed (unchanged ones by size and mtime are not), rows
+// whose file is gone are deleted, and a new file with the size and mtime of
+// a vanished one is recorded as its rename.
+func (w *Watcher) scan(ctx context.Context, kind string) error {
+	p := w.newProgress(kind)
+	w.mu.Lock()
+	reload := !w.view.loaded || w.view.dirty
+	w.mu.Unlock()
+	if reload {
+		if err := w.load(ctx); err != nil {
+			return err
+		}
+	}
+
+	// Sizes and mtimes of known files: a new file matching one may be its
+	// move, so it waits until the walk tells which known files vanished.
+	w.mu.Lock()
+	keys := make(map[statKey]int, len(w.view.known))
+	for _, e := range w.view.known {
+		keys[e.key()]++
+	}
+	w.mu.Unlock()
+
+	seen := map[string]struct{}{}
+	var batch, deferred []fileStat
+	unreadable, err := w.walk(ctx, ".", func(f fileStat) error {
+		seen[f.rel] = struct{}{}
+		p.seenOne()
+		w.mu.Lock()
+		e, known := w.view.known[f.rel]
+		w.mu.Unlock()
+		switch {
+		case known && e.same(f):
+			return nil
+		case !known && keys[f.key()] > 0:
+			deferred = append(deferred, f)
+			return nil
+		}
+		batch = append(batch, f)
+		if len(batch) < hashBatch {
+			return nil
+		}
+		err := w.settle(ctx, batch, p)
+		batch = batch[:0]
+		return err
+	})
+	if err == nil {
+		err = w.settle(ctx, batch, p)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	if err := w.sweep(ctx, seen, unreadable, deferred, p); err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	w.scans.Add(1)
+	w.log.Info(kind+" done", "files", p.seen.Load(), "hashed", p.hashed.Load(), "bytes", p.bytes.Load(),
+		"vanished", p.vanished, "unreadable", len(unreadable), "elapsed", time.Since(p.start).Round(time.Millisecond))
+	return nil
+}
+
+// sweep ends a scan: known files the walk did not see (and that are really
+// gone now) vanish, deferred new files pair with them as renames, the rest
+// of the vanished are deleted and the unpaired deferred files hashed.
+func (w *Watcher) sweep(ctx context.Context, seen map[string]struct{}, unreadable []string, deferred []fileStat, p *progress) error {
+	w.mu.Lock()
+	var cands []string
+	for rel := range w.view.known {
+		if _, ok := seen[rel]; !ok && !under(rel, unreadable) {
+			cands = append(cands, rel)
+		}
+	}
+	w.mu.Unlock()
+
+	// Check again outside the walk: a file created after the walk passed
+	// its directory is the event loop's to add, not a vanished one.
+	var vanished []string
+	for _, rel := range cands {
+		fi, err := w.lstat(rel)
+		switch {
+		case err == nil && fi.Mode().IsRegular() && !ignoredRel(rel):
+		case err == nil || gone(err):
+			vanished = append(vanished, rel)
+		default:
+			w.log.Warn("stat known file; keeping it", "path", rel, "err", err)
+		}
+	}
+	p.vanished = len(vanished)
+
+	now := time.Now()
+	w.mu.Lock()
+	for _, rel := range vanished {
+		w.view.vanish(rel, now)
+	}
+	ups, need := w.classifyLocked(deferred)
+	ups = append(ups, w.deletesLocked(vanished)...)
+	_, err := w.commitLocked(ctx, ups)
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for chunk := range slices.Chunk(need, hashBatch) {
+		if err := w.settle(ctx, chunk, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// under reports whether rel lies below one of dirs.
+func under(rel string, dirs []string) bool {
+	for _, d := range dirs {
+		if d == "." || strings.HasPrefix(rel, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// load replaces the view with the store's rows. Rows outside the root are
+// deleted; when none is under the root (the root moved), one reset starts
+// the files over instead.
+func (w *Watcher) load(ctx context.Context) error {
+	rows, err := w.cfg.Store.LocalFiles(ctx)
+	if err != nil {
+		return fmt.Errorf("load local files: %w", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.view = newView()
+	w.view.loaded = true
+	var stray []string
+	for _, r := range rows {
+		rel, ok := w.relOf(r.Path)
+		if !ok || rel == "." {
+			stray = append(stray, r.Path)
+			continue
+		}
+		w.view.known[rel] = entry{r.CID, r.Size, r.MtimeNano}
+	}
+	if len(stray) == 0 {
+		return nil
+	}
+	var ups []store.FileUpdate
+	if len(w.view.known) == 0 {
+		w.log.Warn("no local file is under the files root; resetting local files", "rows", len(stray))
+		ups = []store.FileUpdate{{Op: store.FileReset}}
+	} else {
+		w.log.Warn("deleting local files outside the files root", "rows", len(stray))
+		for _, p := range stray {
+			ups = append(ups, store.FileUpdate{
+				Op:        store.FileDelete,
+				File:      store.LocalFile{Path: p},
+				EventPath: filepath.ToSlash(p),
+			})
+		}
+	}
+	_, err = w.commitLocked(ctx, ups)
+	return err
+}
+
+// walk lists the tree below dir (relative), watching each directory before
+// reading it, and calls file for every regular file not ignored. It skips
+// symlinks and returns the directories it could not read (their known files
+// must not count as vanished). An unreadable starting directory is an error.
+func (w *Watcher) walk(ctx context.Context, dir string, file func(fileStat) error) (unreadable []string, err error) {
+	stack := []string{dir}
+	for len(stack) > 0 {
+		if err := ctx.Err(); err != nil {
+			return unreadable, err
+		}
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		entries, err := w.readDir(d)
+		if err != nil {
+			if d == dir {
+				return unreadable, fmt.Errorf("read %s: %w", d, err)
+			}
+			if !gone(err) {
+				w.log.Warn("read directory", "path", d, "err", err)
+				unreadable = append(unreadable, d)
+			}
+			continue
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if ignoredName(name, e.IsDir()) {
+				continue
+			}
+			rel := joinRel(d, name)
+			switch t := e.Type(); {
+			case t&fs.ModeSymlink != 0:
+				w.log.Debug("skip symlink", "path", rel)
+			case t.IsDir():
+				stack = append(stack, rel)
+			case t.IsRegular():
+				fi, err := e.Info()
+				if err != nil {
+					continue // removed since the listing
+				}
+				if err := file(fileStat{rel, fi.Size(), fi.ModTime().UnixNano()}); err != nil {
+					return unreadable, err
+				}
+			}
+		}
+	}
+	return unreadable, nil
+}
+
+// readDir watches a real directory (no symlink on the way) and lists it.
+func (w *Watcher) readDir(rel string) ([]fs.DirEntry, error) {
+	fi, err := w.lstat(rel)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s: %w", rel, errLinked)
+	}
+	w.addWatch(rel)
+	f, err := w.root.Open(filepath.FromSlash(rel))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
+}

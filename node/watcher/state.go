@@ -1,0 +1,302 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/metanode/metanode/store"
+)
+
+// fileStat is what a directory listing or lstat says about a regular file.
+// rel is relative to the root, with "/" separators.
+type fileStat struct {
+	rel   string
+	size  int64
+	mtime int64 // nanoseconds
+}
+
+func (f fileStat) key() statKey { return statKey{f.size, f.mtime} }
+
+// hashedFile is a fileStat with its midhash256, size and mtime as read from
+// the open file.
+type hashedFile struct {
+	fileStat
+	cid string
+}
+
+// entry is the watcher's copy of one local_file row.
+type entry struct {
+	cid   string
+	size  int64
+	mtime int64
+}
+
+func (e entry) key() statKey { return statKey{e.size, e.mtime} }
+
+// same reports whether f looks unchanged since e was hashed: the rule that
+// saves re-hashing.
+func (e entry) same(f fileStat) bool { return e.size == f.size && e.mtime == f.mtime }
+
+// statKey pairs a vanished file with a new one: a move keeps size and mtime.
+type statKey struct{ size, mtime int64 }
+
+// vanished is a known file that disappeared; it waits until due for a new
+// file with the same size and mtime before it is deleted.
+type vanished struct {
+	entry
+	due time.Time
+}
+
+// view is the watcher's copy of the rows under the root. Guarded by
+// Watcher.mu.
+type view struct {
+	known  map[string]entry    // rel → row
+	gone   map[string]vanished // rel → vanished row, not yet deleted in the store
+	byKey  map[statKey][]string
+	loaded bool // known was read from the store
+	dirty  bool // a commit failed: reload from the store at the next scan
+}
+
+func newView() view {
+	return view{known: map[string]entry{}, gone: map[string]vanished{}, byKey: map[statKey][]string{}}
+}
+
+// vanish moves a known file to gone.
+func (v *view) vanish(rel string, due time.Time) {
+	e, ok := v.known[rel]
+	if !ok {
+		return
+	}
+	delete(v.known, rel)
+	v.gone[rel] = vanished{e, due}
+	v.byKey[e.key()] = append(v.byKey[e.key()], rel)
+}
+
+// vanishUnder moves every known file below dir to gone.
+func (v *view) vanishUnder(dir string, due time.Time) {
+	prefix := dir + "/"
+	for rel := range v.known {
+		if strings.HasPrefix(rel, prefix) {
+			v.vanish(rel, due)
+		}
+	}
+}
+
+// unGone forgets a vanished file (it came back, or was paired or deleted).
+func (v *view) unGone(rel string) (vanished, bool) {
+	g, ok := v.gone[rel]
+	if !ok {
+		return g, false
+	}
+	delete(v.gone, rel)
+	k := g.key()
+	rels := slices.DeleteFunc(v.byKey[k], func(r string) bool { return r == rel })
+	if len(rels) == 0 {
+		delete(v.byKey, k)
+	} else {
+		v.byKey[k] = rels
+	}
+	return g, true
+}
+
+// partner finds the vanished file a new file was moved from: same size and
+// mtime, preferring the same base name. ok is false when there is none.
+func (v *view) partner(f fileStat) (string, bool) {
+	rels := v.byKey[f.key()]
+	if len(rels) == 0 {
+		return "", false
+	}
+	base := baseName(f.rel)
+	for _, r := range rels {
+		if baseName(r) == base {
+			return r, true
+		}
+	}
+	return slices.Min(rels), true
+}
+
+// classifyLocked sorts files present on disk into updates that need no
+// hashing (renames) and files that must be hashed. Unchanged files drop out.
+// Caller holds w.mu.
+func (w *Watcher) classifyLocked(files []fileStat) (ups []store.FileUpdate, need []fileStat) {
+	v := &w.view
+	for _, f := range files {
+		if e, ok := v.known[f.rel]; ok {
+			if !e.same(f) {
+				need = append(need, f)
+			}
+			continue
+		}
+		if g, ok := v.gone[f.rel]; ok {
+			// Back at the same path before its delete was sent.
+			if g.same(f) {
+				v.unGone(f.rel)
+				v.known[f.rel] = g.entry
+			} else {
+				need = append(need, f)
+			}
+			continue
+		}
+		if old, ok := v.partner(f); ok {
+			g, _ := v.unGone(old)
+			ups = append(ups, w.renameUpdate(old, f.rel, g.entry))
+			continue
+		}
+		need = append(need, f)
+	}
+	return ups, need
+}
+
+// decideLocked turns hashed files into add/change/rename updates, dropping
+// those that turn out to be unchanged. Caller holds w.mu.
+func (w *Watcher) decideLocked(files []hashedFile) []store.FileUpdate {
+	v := &w.view
+	var ups []store.FileUpdate
+	for _, h := range files {
+		e := entry{h.cid, h.size, h.mtime}
+		if k, ok := v.known[h.rel]; ok {
+			if k != e {
+				ups = append(ups, w.fileUpdate(store.FileChange, h.rel, e))
+			}
+			continue
+		}
+		if g, ok := v.unGone(h.rel); ok {
+			if g.entry == e {
+				v.known[h.rel] = e
+			} else {
+				ups = append(ups, w.fileUpdate(store.FileChange, h.rel, e))
+			}
+			continue
+		}
+		// It may have been moved from a path that vanished while it was
+		// being hashed; the same cid makes that certain.
+		if old, ok := v.partner(h.fileStat); ok && v.gone[old].cid == h.cid {
+			v.unGone(old)
+			ups = append(ups, w.renameUpdate(old, h.rel, e))
+			continue
+		}
+		ups = append(ups, w.fileUpdate(store.FileAdd, h.rel, e))
+	}
+	return ups
+}
+
+// settle brings the store in line with files present on disk: renames
+// first, then hashing (outside the lock) and add/change.
+func (w *Watcher) settle(ctx context.Context, files []fileStat, p *progress) error {
+	if len(files) == 0 {
+		return nil
+	}
+	w.mu.Lock()
+	ups, need := w.classifyLocked(files)
+	_, err := w.commitLocked(ctx, ups)
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	hashed := w.hashAll(ctx, need, p)
+	if len(hashed) == 0 {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, err = w.commitLocked(ctx, w.decideLocked(hashed))
+	return err
+}
+
+// expireGone deletes the vanished files due by now that found no partner.
+func (w *Watcher) expireGone(ctx context.Context, now time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var rels []string
+	for rel, g := range w.view.gone {
+		if !g.due.After(now) {
+			rels = append(rels, rel)
+		}
+	}
+	_, err := w.commitLocked(ctx, w.deletesLocked(rels))
+	return err
+}
+
+// deletesLocked forgets vanished files and returns their delete updates.
+func (w *Watcher) deletesLocked(rels []string) []store.FileUpdate {
+	slices.Sort(rels)
+	ups := make([]store.FileUpdate, 0, len(rels))
+	for _, rel := range rels {
+		if _, ok := w.view.unGone(rel); ok {
+			ups = append(ups, store.FileUpdate{
+				Op:        store.FileDelete,
+				File:      store.LocalFile{Path: w.absOf(rel)},
+				EventPath: rel,
+			})
+		}
+	}
+	return ups
+}
+
+// nextGoneDue is the earliest due time among vanished files.
+func (w *Watcher) nextGoneDue() (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first time.Time
+	for _, g := range w.view.gone {
+		if first.IsZero() || g.due.Before(first) {
+			first = g.due
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// commitLocked applies updates in bounded transactions and, once the store
+// has them, records them in the view. On failure the view may no longer
+// match the store, so the next scan reloads it. Caller holds w.mu.
+func (w *Watcher) commitLocked(ctx context.Context, ups []store.FileUpdate) ([]store.FileResult, error) {
+	var out []store.FileResult
+	for chunk := range slices.Chunk(ups, applyBatch) {
+		res, err := w.cfg.Store.ApplyFiles(ctx, chunk)
+		if err != nil {
+			w.view.dirty = true
+			return out, fmt.Errorf("apply %d file updates: %w", len(chunk), err)
+		}
+		for _, u := range chunk {
+			w.record(u)
+		}
+		w.applied.Add(int64(len(chunk)))
+		out = append(out, res...)
+	}
+	return out, nil
+}
+
+// record mirrors one applied update in the view.
+func (w *Watcher) record(u store.FileUpdate) {
+	v := &w.view
+	switch u.Op {
+	case store.FileAdd, store.FileChange:
+		v.known[u.EventPath] = entry{u.File.CID, u.File.Size, u.File.MtimeNano}
+	case store.FileRename:
+		delete(v.known, u.EventOld)
+		v.known[u.EventPath] = entry{u.File.CID, u.File.Size, u.File.MtimeNano}
+	case store.FileDelete:
+		delete(v.known, u.EventPath)
+	case store.FileReset:
+		clear(v.known)
+	}
+	w.log.Debug("file applied", "op", u.Op, "path", u.EventPath, "old", u.EventOld)
+}
+
+func (w *Watcher) fileUpdate(op store.FileOp, rel string, e entry) store.FileUpdate {
+	return store.FileUpdate{
+		Op:        op,
+		File:      store.LocalFile{Path: w.absOf(rel), CID: e.cid, Size: e.size, MtimeNano: e.mtime},
+		EventPath: rel,
+	}
+}
+
+func (w *Watcher) renameUpdate(oldRel, rel string, e entry) store.FileUpdate {
+	u := w.fileUpdate(store.FileRename, rel, e)
+	u.OldPath = w.absOf(oldRel)
+	u.EventOld = oldRel
+	return u
+}
