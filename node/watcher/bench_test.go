@@ -1,0 +1,83 @@
+package watcher_test
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/metanode/metanode/node/watcher"
+	"github.com/metanode/metanode/store"
+)
+
+// BenchmarkScan measures the initial scan (every file hashed) and a restart
+// over an unchanged tree (nothing hashed), as files/s and as a ratio to the
+// machine's limit measured in the same run: midhash256 of the same files
+// by as many goroutines as the watcher's HashWorkers, with no watcher.
+func BenchmarkScan(b *testing.B) {
+	const files, size, workers = 2000, 64 << 10, 2
+	root := b.TempDir()
+	data := make([]byte, size)
+	var paths []string
+	for i := range files {
+		data[0], data[1] = byte(i), byte(i>>8)
+		p := filepath.Join(root, fmt.Sprintf("d%02d/f%04d.bin", i%50, i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+
+	limit := func() float64 { // files/s hashed directly
+		start := time.Now()
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i := w; i < len(paths); i += workers {
+					if _, _, err := store.Midhash256File(paths[i]); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return float64(len(paths)) / time.Since(start).Seconds()
+	}
+
+	scan := func(st *memStore) (rate float64, hashed int64) {
+		w := watcher.New(watcher.Config{Root: root, Store: st, HashWorkers: workers, Rescan: -1,
+			Logger: slog.New(slog.DiscardHandler)})
+		start := time.Now()
+		if err := w.Open(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		<-w.Ready()
+		rate = float64(files) / time.Since(start).Seconds()
+		hashed = w.Stats().Hashed
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		return rate, hashed
+	}
+
+	for b.Loop() {
+		lim := limit()
+		st := newMemStore()
+		first, h1 := scan(st)
+		again, h2 := scan(st)
+		if h1 != files || h2 != 0 {
+			b.Fatalf("hashed %d then %d, want %d then 0", h1, h2, files)
+		}
+		b.ReportMetric(lim, "limit-files/s")
+		b.ReportMetric(first, "scan-files/s")
+		b.ReportMetric(first/lim, "scan/limit")
+		b.ReportMetric(again, "rescan-files/s")
+		b.ReportMetric(again/lim, "rescan/limit")
+	}
+}
