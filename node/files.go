@@ -5,25 +5,49 @@ import (
 	"fmt"
 
 	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/node/watcher"
 	"github.com/metanode/metanode/store"
 )
 
-// openWatcher starts the file watcher when a files root is set.
+// openWatcher starts the file watcher when a files root is set. Its initial
+// scan runs in the background; the API serves meanwhile.
 func (n *Node) openWatcher(ctx context.Context) error {
 	if n.cfg.FilesRoot == "" {
 		return nil
 	}
-	return fmt.Errorf("files root %s: the file watcher is not available in this build yet", n.cfg.FilesRoot)
+	w := watcher.New(watcher.Config{
+		Root:   n.cfg.FilesRoot,
+		Store:  n.store,
+		Logger: n.cfg.Logger.With("component", "watcher"),
+	})
+	if err := w.Open(ctx); err != nil {
+		return err
+	}
+	n.watcher = w
+	n.addCloser("watcher", w.Close)
+	return nil
 }
 
 func (n *Node) watcherHealth() string {
-	if n.cfg.FilesRoot == "" {
+	if n.watcher == nil {
 		return "off"
 	}
-	return "ok"
+	select {
+	case <-n.watcher.Ready():
+		return "ok"
+	default:
+		return "scanning"
+	}
 }
 
 // RegisterFile hashes and records a file under the files root.
 func (n *Node) RegisterFile(ctx context.Context, rel string) (api.RegisterResult, error) {
-	return api.RegisterResult{}, fmt.Errorf("%w: this node has no files root (start it with --files DIR)", store.ErrBadPath)
+	if n.watcher == nil {
+		return api.RegisterResult{}, fmt.Errorf("%w: this node has no files root (start it with --files DIR)", store.ErrBadPath)
+	}
+	lf, fr, err := n.watcher.Register(ctx, rel)
+	if err != nil {
+		return api.RegisterResult{}, err
+	}
+	return api.RegisterResult{Root: fr.RID, CID: lf.CID, Created: fr.Created, Path: lf.Path, Size: lf.Size}, nil
 }

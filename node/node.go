@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/node/watcher"
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/swarm"
 )
@@ -27,9 +28,10 @@ type Node struct {
 	identity *store.Signer
 	peerCID  string // store.PeerIDCID(uid): where this node's vouches live
 
-	store *store.Store
-	swarm *swarm.Swarm
-	api   *api.Server
+	store   *store.Store
+	swarm   *swarm.Swarm
+	api     *api.Server
+	watcher *watcher.Watcher // nil without a files root
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
