@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"syscall"
+	"time"
 
 	"github.com/metanode/metanode/api"
 	"github.com/metanode/metanode/store"
@@ -226,4 +227,38 @@ every merged value at once; a vouch does not override it).`)
 
 func (c *cli) printLine(v any) error {
 	return json.NewEncoder(c.stdout).Encode(v)
+}
+
+func (c *cli) health(ctx context.Context, args []string) error {
+	fl := c.flagSet("health", "health [--api URL] [--wait D]",
+		`Prints the node's GET /health answer and exits 0 when its status is ok, 1
+otherwise: for container health checks and service managers. With --wait, it
+asks again (every 250ms) until the node is ok or D has passed.`)
+	base := c.apiFlag(fl)
+	wait := fl.Duration("wait", 0, "keep asking until ok, for at most this long")
+	if err := c.noArgs(fl, args); err != nil {
+		return err
+	}
+	cl, err := c.client(*base)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(*wait)
+	for {
+		h, err := cl.Health(ctx)
+		if err == nil && h.Status == "ok" {
+			return c.printJSON(h)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if err != nil {
+				return explainClient(err, *base)
+			}
+			_ = c.printJSON(h)
+			return fmt.Errorf("the node at %s is %s (see the checks above)", *base, h.Status)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }

@@ -85,6 +85,7 @@ func init() {
 		{"get", "print the merged record of a cid", (*cli).get},
 		{"status", "print the node's swarm state", (*cli).status},
 		{"peers", "print the node's connected peers", (*cli).peers},
+		{"health", "exit 0 when the node answers GET /health with ok (for health checks)", (*cli).health},
 		{"trust", "list, add or remove trusted signers (trust ls|add UID|rm UID)", (*cli).trust},
 		{"invite", "make a pairing code for another home", (*cli).invite},
 		{"join", "pair with another home using its code", (*cli).join},

@@ -70,7 +70,7 @@ func TestRun_HelpAndUsage(t *testing.T) {
 	helps := [][]string{
 		{"serve", "--help"}, {"init", "-h"}, {"id", "--help"}, {"keygen", "--help"},
 		{"claim", "--help"}, {"claim", "sign", "--help"}, {"claim", "put", "--help"},
-		{"get", "--help"}, {"status", "--help"}, {"peers", "--help"}, {"trust", "--help"},
+		{"get", "--help"}, {"status", "--help"}, {"peers", "--help"}, {"trust", "--help"}, {"health", "--help"},
 		{"invite", "--help"}, {"join", "--help"}, {"bench", "--help"}, {"bench", "verify", "--help"},
 		{"bench", "swarm", "--help"}, {"version", "--help"},
 	}
@@ -254,7 +254,7 @@ func TestRun_BenchVerify(t *testing.T) {
 func TestRun_ClientWithoutNode(t *testing.T) {
 	// Port 1 on loopback: nothing listens there.
 	env := map[string]string{"METANODE_API": "http://127.0.0.1:1"}
-	for _, args := range [][]string{{"status"}, {"peers"}, {"trust", "ls"}, {"get", "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"}} {
+	for _, args := range [][]string{{"status"}, {"peers"}, {"trust", "ls"}, {"health"}, {"health", "--wait", "300ms"}, {"get", "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"}} {
 		r := runCLI(t, env, nil, args...)
 		r.want(t, 1, args...)
 		if !strings.Contains(r.stderr, "no node answers at http://127.0.0.1:1") || !strings.Contains(r.stderr, "metanode serve") {
