@@ -194,13 +194,12 @@ type watches struct {
 	warned bool // the watch limit was hit and logged
 }
 
-// addWatch starts watching a directory unless it already is.
+// addWatch watches a directory. It always asks fsnotify, which is cheap and
+// idempotent: a directory removed and made again under the same name has a
+// new inode, and the watch must follow it.
 func (w *Watcher) addWatch(rel string) {
 	w.watch.mu.Lock()
 	defer w.watch.mu.Unlock()
-	if _, ok := w.watch.dirs[rel]; ok {
-		return
-	}
 	if err := w.fsw.Add(w.absOf(rel)); err != nil {
 		// Typically the inotify watch limit: the rescan still finds changes.
 		if !w.watch.warned {
@@ -210,6 +209,26 @@ func (w *Watcher) addWatch(rel string) {
 		return
 	}
 	w.watch.dirs[rel] = struct{}{}
+}
+
+// pruneWatches drops the watches of directories that no longer exist, which
+// a scan finds when their events were lost, and reports how many it
+// dropped. A directory moved inside the root keeps its kernel watch under
+// the old name until then, so its new name is only watched properly by the
+// next scan.
+func (w *Watcher) pruneWatches() int {
+	w.watch.mu.Lock()
+	var stale []string
+	for d := range w.watch.dirs {
+		if fi, err := w.lstat(d); err != nil && gone(err) || err == nil && !fi.IsDir() {
+			stale = append(stale, d)
+		}
+	}
+	w.watch.mu.Unlock()
+	for _, d := range stale {
+		w.dropWatches(d)
+	}
+	return len(stale)
 }
 
 // dropWatches forgets dir and every watched directory below it and reports

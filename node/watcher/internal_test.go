@@ -1,11 +1,17 @@
 package watcher
 
 import (
+	"context"
 	"errors"
+	"log/slog"
+	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/metanode/metanode/store"
 )
@@ -80,4 +86,75 @@ func FuzzCleanRel(f *testing.F) {
 			t.Fatalf("cleanRel(%q) = %q is an ignored name", rel, clean)
 		}
 	})
+}
+
+// rowStore is the smallest Store: rows by path.
+type rowStore struct {
+	mu   sync.Mutex
+	rows map[string]store.LocalFile
+}
+
+func (s *rowStore) ApplyFiles(_ context.Context, ups []store.FileUpdate) ([]store.FileResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range ups {
+		delete(s.rows, u.OldPath)
+		if u.Op == store.FileDelete {
+			delete(s.rows, u.File.Path)
+		} else {
+			s.rows[u.File.Path] = u.File
+		}
+	}
+	return make([]store.FileResult, len(ups)), nil
+}
+
+func (s *rowStore) LocalFiles(context.Context) ([]store.LocalFile, error) { return nil, nil }
+
+func (s *rowStore) Resolve(context.Context, string) (string, error) { return "", store.ErrNotFound }
+
+func (s *rowStore) has(p string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.rows[p]
+	return ok
+}
+
+// TestRescan_SafetyNet: a change fsnotify never reports (its directory's
+// watch is gone) is found by the periodic rescan, which also re-watches
+// the directory.
+func TestRescan_SafetyNet(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st := &rowStore{rows: map[string]store.LocalFile{}}
+	w := New(Config{Root: root, Store: st, Debounce: 10 * time.Millisecond, Rescan: 50 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err := w.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	<-w.Ready()
+	if err := w.fsw.Remove(filepath.Join(root, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	scans := w.Stats().Scans
+	p := filepath.Join(root, "sub", "missed.bin")
+	if err := os.WriteFile(p, []byte("missed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !st.has(p); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the rescan did not find the file")
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); w.Stats().Scans == scans; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the rescan did not finish")
+		}
+	}
+	// The rescan watched sub again: a change there is now seen live.
+	if !slices.Contains(w.fsw.WatchList(), filepath.Join(root, "sub")) {
+		t.Error("sub is not watched after the rescan")
+	}
 }

@@ -111,6 +111,10 @@ func (w *Watcher) scan(ctx context.Context, kind string) error {
 	if err := w.sweep(ctx, seen, unreadable, deferred, p); err != nil {
 		return fmt.Errorf("%s: %w", kind, err)
 	}
+	if n := w.pruneWatches(); n > 0 {
+		w.log.Info("dropped watches of vanished directories; rescanning to watch their new names", "dirs", n)
+		w.requestRescan()
+	}
 	w.scans.Add(1)
 	w.log.Info(kind+" done", "files", p.seen.Load(), "hashed", p.hashed.Load(), "bytes", p.bytes.Load(),
 		"vanished", p.vanished, "unreadable", len(unreadable), "elapsed", time.Since(p.start).Round(time.Millisecond))

@@ -264,6 +264,25 @@ func TestLive(t *testing.T) {
 		}
 	}, func() bool { return len(st.paths()) == 0 })
 
+	// Removed and made again at once: the new directory is watched.
+	step("directory made", []string{"add r/1"}, func() {
+		writeFile(t, root, "r/1", []byte("one"), at(10))
+	}, has("r/1"))
+	step("directory remade", []string{"add r/2", "delete r/1"}, func() {
+		if err := os.RemoveAll(abs("r")); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, root, "r/2", []byte("two"), at(11))
+	}, func() bool { _, one := st.row(abs("r/1")); return !one && has("r/2")() })
+	step("create in remade directory", []string{"add r/3"}, func() {
+		writeFile(t, root, "r/3", []byte("three"), at(12))
+	}, has("r/3"))
+	step("clean up", []string{"delete r/2", "delete r/3"}, func() {
+		if err := os.RemoveAll(abs("r")); err != nil {
+			t.Fatal(err)
+		}
+	}, func() bool { return len(st.paths()) == 0 })
+
 	// A directory moved in from outside the root arrives whole.
 	outside := t.TempDir()
 	writeFile(t, outside, "album/1.flac", []byte("one"), at(5))
