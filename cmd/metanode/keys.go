@@ -80,8 +80,14 @@ func (c *cli) id(ctx context.Context, args []string) error {
 directory; addrs are the configured listen addresses (unspecified IPs resolved
 to this machine's interfaces) ending in /p2p/<peerId>. Works with the node stopped.`)
 	vals, configPath := configFlags(fl, "data", "listen")
+	field := fl.String("field", "", "print only this field, bare: uid, peerId or addr (the first address)")
 	if err := c.noArgs(fl, args); err != nil {
 		return err
+	}
+	switch *field {
+	case "", "uid", "peerId", "addr":
+	default:
+		return usagef("id", "--field must be uid, peerId or addr")
 	}
 	cfg, _, err := c.loadConfig(vals, *configPath)
 	if err != nil {
@@ -98,6 +104,20 @@ to this machine's interfaces) ending in /p2p/<peerId>. Works with the node stopp
 	id, err := describe(signer, cfg)
 	if err != nil {
 		return err
+	}
+	switch *field {
+	case "uid":
+		fmt.Fprintln(c.stdout, id.UID)
+		return nil
+	case "peerId":
+		fmt.Fprintln(c.stdout, id.PeerID)
+		return nil
+	case "addr":
+		if len(id.Addrs) == 0 {
+			return errors.New("no listen address resolves to an address of this machine: pass --listen")
+		}
+		fmt.Fprintln(c.stdout, id.Addrs[0])
+		return nil
 	}
 	return c.printJSON(id)
 }

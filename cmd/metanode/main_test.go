@@ -172,6 +172,14 @@ func TestRun_InitAndID(t *testing.T) {
 	if len(id.Addrs) != 1 || id.Addrs[0] != "/ip4/127.0.0.1/tcp/4999/p2p/"+id.PeerID {
 		t.Fatalf("id addrs = %v", id.Addrs)
 	}
+	for field, want := range map[string]string{"uid": id.UID, "peerId": id.PeerID, "addr": id.Addrs[0]} {
+		r := runCLI(t, env, nil, "id", "--listen", "/ip4/127.0.0.1/tcp/4999", "--field", field)
+		r.want(t, 0, "id --field", field)
+		if got := strings.TrimSpace(r.stdout); got != want {
+			t.Errorf("id --field %s = %q, want %q", field, got, want)
+		}
+	}
+	runCLI(t, env, nil, "id", "--field", "name").want(t, 2, "id --field name")
 	// The uid and the peer id name one key: the vouch cid is the peer id's cid.
 	pid, err := peer.Decode(id.PeerID)
 	if err != nil {
