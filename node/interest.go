@@ -33,6 +33,9 @@ type interestStore struct {
 }
 
 func (s *interestStore) Submit(ctx context.Context, claims []store.Claim, opt store.SubmitOptions) ([]store.Result, error) {
+	if opt.Origin != store.OriginPeer { // a lookup's fetch was asked for
+		return s.Store.Submit(ctx, claims, opt)
+	}
 	keep := make([]store.Claim, 0, len(claims))
 	idx := make([]int, 0, len(claims))
 	known := make(map[string]bool)

@@ -1,0 +1,270 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/node"
+	"github.com/metanode/metanode/store"
+)
+
+func TestNode_OpenServeClose(t *testing.T) {
+	dir := dataDir(t, "home")
+	n := node.New(testConfig(t, dir))
+	ctx := context.Background()
+	if err := n.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.Ready():
+	default:
+		t.Fatal("Ready not closed after Open")
+	}
+	cl := api.NewClient(n.APIURL())
+	defer cl.Close()
+	h, err := cl.Health(ctx)
+	if err != nil || h.Status != "ok" {
+		t.Fatalf("health = %+v, %v", h, err)
+	}
+	st, err := cl.SwarmStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.UID != n.UID() || st.PeerID != n.PeerID() || len(st.Addrs) == 0 || st.Trust != "list" || st.Replicate != "all" {
+		t.Fatalf("status = %+v", st)
+	}
+	// The uid and the peer id come from one key.
+	pid, err := node.PeerID(mustLoad(t, filepath.Join(dir, node.KeyFile)))
+	if err != nil || pid.String() != n.PeerID() {
+		t.Fatalf("peer id from node.key = %s (%v), node says %s", pid, err, n.PeerID())
+	}
+	uid := n.UID()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); !errors.Is(err, node.ErrClosed) {
+		t.Fatalf("second Close = %v, want ErrClosed", err)
+	}
+	for name, mode := range map[string]os.FileMode{".": 0o700, node.KeyFile: 0o600} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || fi.Mode().Perm() != mode {
+			t.Fatalf("%s: %v, %v; want mode %v", name, fi, err, mode)
+		}
+	}
+	// Reopening keeps the identity.
+	n2 := openNode(t, testConfig(t, dir))
+	if n2.UID() != uid {
+		t.Fatalf("uid after reopen = %s, want %s", n2.UID(), uid)
+	}
+}
+
+func mustLoad(t *testing.T, path string) *store.Signer {
+	t.Helper()
+	s, err := store.LoadSigner(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestNode_PartialStartUnwinds: when the API cannot listen, Open fails and
+// closes what it opened (goleak in TestMain checks the goroutines; the data
+// directory opens again at once).
+func TestNode_PartialStartUnwinds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := dataDir(t, "home")
+	cfg := testConfig(t, dir)
+	cfg.HTTPAddr = ln.Addr().String()
+	n := node.New(cfg)
+	err = n.Open(context.Background())
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("Open with the API port taken = %v, want EADDRINUSE", err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatalf("Close after a failed Open = %v", err)
+	}
+	openNode(t, testConfig(t, dir))
+
+	// A bad swarm key fails before the swarm starts, naming the file.
+	cfg = testConfig(t, dataDir(t, "other"))
+	cfg.SwarmKeyPath = filepath.Join(t.TempDir(), "swarm.key")
+	if err := os.WriteFile(cfg.SwarmKeyPath, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n = node.New(cfg)
+	if err := n.Open(context.Background()); err == nil {
+		t.Fatal("Open with a garbage swarm key: no error")
+	}
+	n.Close()
+}
+
+// TestNode_AutoTrust: a local writer is trusted and vouched for; with
+// auto-trust off it is rejected; a signer the owner distrusted is not
+// trusted again by writing.
+func TestNode_AutoTrust(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, testConfig(t, dataDir(t, "home")))
+	plugin := signer(t)
+	res, err := n.SubmitClaims(ctx, []store.Claim{plugin.Text(testCID(1), "title", "Heat", nowMS())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome != store.Accepted {
+		t.Fatalf("local write by a new signer: %v %v", res[0].Outcome, res[0].Err)
+	}
+	if !n.Store().Trusted(plugin.UID()) {
+		t.Fatal("local writer not trusted after its write")
+	}
+	tl, err := n.TrustList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !listed(tl, plugin.UID()) {
+		t.Fatalf("trust list %+v lacks the plugin", tl)
+	}
+	vouches := allClaims(t, n.Store(), mustPeerCID(t, n.UID()))
+	if !hasVouch(vouches, n.UID(), plugin.UID(), store.KindText) {
+		t.Fatalf("no vouch for the plugin among %d claims on the node's cid", len(vouches))
+	}
+	// A garbage signature does not get its uid trusted.
+	forged := signer(t).Text(testCID(2), "title", "x", nowMS())
+	forged.Sig[10] ^= 1
+	res, err = n.SubmitClaims(ctx, []store.Claim{forged})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome != store.Rejected || n.Store().Trusted(forged.UID) {
+		t.Fatalf("forged claim: %v %v, trusted %v", res[0].Outcome, res[0].Err, n.Store().Trusted(forged.UID))
+	}
+
+	// Distrust: the vouch is withdrawn and the next write is refused.
+	if err := n.Distrust(ctx, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	res, err = n.SubmitClaims(ctx, []store.Claim{plugin.Text(testCID(1), "year", "1995", nowMS())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome != store.Rejected || !errors.Is(res[0].Err, store.ErrUntrusted) {
+		t.Fatalf("write after distrust: %v %v", res[0].Outcome, res[0].Err)
+	}
+	vouches = allClaims(t, n.Store(), mustPeerCID(t, n.UID()))
+	if !hasVouch(vouches, n.UID(), plugin.UID(), store.KindRetraction) {
+		t.Fatal("vouch not withdrawn after distrust")
+	}
+	// Trusting again lifts the block.
+	if err := n.Trust(ctx, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	res, err = n.SubmitClaims(ctx, []store.Claim{plugin.Text(testCID(1), "year", "1995", nowMS())})
+	if err != nil || res[0].Outcome != store.Accepted {
+		t.Fatalf("write after trust again: %+v %v", res, err)
+	}
+
+	// Auto-trust off: a new local signer is refused.
+	cfg := testConfig(t, dataDir(t, "strict"))
+	cfg.NoAutoTrust = true
+	strict := openNode(t, cfg)
+	res, err = strict.SubmitClaims(ctx, []store.Claim{signer(t).Text(testCID(3), "title", "x", nowMS())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome != store.Rejected || !errors.Is(res[0].Err, store.ErrUntrusted) {
+		t.Fatalf("auto-trust off: %v %v", res[0].Outcome, res[0].Err)
+	}
+}
+
+func listed(tl api.TrustList, uid string) bool {
+	for _, e := range tl.Trusted {
+		if e.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func mustPeerCID(t *testing.T, uid string) string {
+	t.Helper()
+	c, err := store.PeerIDCID(uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// allClaims returns every shared claim about cid (tombstones included),
+// read through the sync range API, which covers policy claims too.
+func allClaims(t *testing.T, st *store.Store, cid string) []store.Claim {
+	t.Helper()
+	all, err := st.ClaimsInRange(context.Background(), store.MinSyncItem, store.MaxSyncItem, 100_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []store.Claim
+	for _, c := range all {
+		if c.CID == cid {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func hasVouch(claims []store.Claim, by, target string, kind store.Kind) bool {
+	for _, c := range claims {
+		if c.UID == by && c.Key == store.VouchPrefix+target && c.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNode_TwoHomesShareClaims: two homes on loopback, B joining through A,
+// each trusting the other's node uid. A plugin's write on A reaches B (B
+// trusts it through A's vouch) and a write on B reaches A.
+func TestNode_TwoHomesShareClaims(t *testing.T) {
+	ctx := context.Background()
+	a := openNode(t, testConfig(t, dataDir(t, "a")))
+	cfg := testConfig(t, dataDir(t, "b"))
+	cfg.Bootstrap = a.Addrs()[:1]
+	b := openNode(t, cfg)
+	if err := a.Trust(ctx, b.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Trust(ctx, a.UID()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "B connected to A", func() error {
+		st, _ := b.SwarmStatus(ctx)
+		if st.Peers < 1 {
+			return errNo
+		}
+		return nil
+	})
+
+	pluginA, pluginB := signer(t), signer(t)
+	cid := testCID(10)
+	if _, err := a.SubmitClaims(ctx, []store.Claim{pluginA.Text(cid, "title", "Heat", nowMS())}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "A's plugin claim on B", func() error { return hasField(ctx, b.Store(), cid, "title", "Heat") })
+	if _, err := b.SubmitClaims(ctx, []store.Claim{pluginB.Text(cid, "year", "1995", nowMS())}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "B's plugin claim on A", func() error { return hasField(ctx, a.Store(), cid, "year", "1995") })
+
+	peers, err := a.SwarmPeers(ctx)
+	if err != nil || len(peers) == 0 || peers[0].PeerID != b.PeerID() {
+		t.Fatalf("A's peers = %+v, %v; want B", peers, err)
+	}
+}
