@@ -91,7 +91,13 @@ func (n *Node) share(claims []store.Claim, res []store.Result) {
 
 func (n *Node) nowMS() uint64 { return uint64(n.cfg.Now().UnixMilli()) }
 
+// isDistrusted reports whether the owner blocked uid: by the store's own
+// record when it offers one (it survives restarts), else by the node's
+// memory of Distrust calls in this run.
 func (n *Node) isDistrusted(uid string) bool {
+	if d, ok := any(n.store).(interface{ Distrusted(uid string) bool }); ok && d.Distrusted(uid) {
+		return true
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.distrusted[uid]
