@@ -121,6 +121,11 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 		if err != nil {
 			return err
 		}
+		if after == "" {
+			// The stream was empty at the snapshot: whatever it holds now
+			// came after it.
+			after = "0-0"
+		}
 		if sub, err = s.cfg.Store.Subscribe(stream, after); err != nil {
 			s.log.Warn("subscribe after snapshot", "stream", label, "err", err)
 			return nil // the client resumes with the snapshot's id
