@@ -4,5 +4,18 @@
 // LAN discovery, and an optional pre-shared key for private swarms.
 //
 // Only claims in MMUR2 wire form leave the node. It reaches the claims
-// engine only through the Store interface and never imports the api.
+// engine only through the Store interface and never imports the api (nor
+// node or cmd).
+//
+// Concurrency: Open starts the swarm's loops on its own context, each
+// tracked by one WaitGroup: the gossip publisher (batches local claims),
+// the gossip reader and a few store workers (verified gossip → Store), the
+// sync scheduler (owns the sync sessions it starts, at most a few at a
+// time), the DHT provider (rate-bounded), the bootstrap redialer and the
+// connector (mDNS peers, blocked peers). libp2p runs the stream handlers
+// (inbound sync and fetch sessions, bounded by a semaphore) and the topic
+// validator on its own goroutines. Close cancels the context, waits for
+// every loop, then closes the DHT, pubsub and the host it built, in that
+// order. Shared state (penalties, refused claims, per-peer figures) sits
+// behind small mutexes; nothing holds a lock across I/O.
 package swarm

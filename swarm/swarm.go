@@ -3,11 +3,20 @@ package swarm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/metanode/metanode/store"
 )
@@ -27,10 +36,14 @@ type Store interface {
 
 var _ Store = (*store.Store)(nil)
 
-var errNotImplemented = errors.New("not implemented")
-
 // ErrNotFound: no peer knows the cid within the lookup's timeout.
 var ErrNotFound = errors.New("no peer knows this cid")
+
+// ErrClosed is returned by a second Close and by calls on a closed swarm.
+var ErrClosed = errors.New("swarm closed")
+
+// errNotOpen is returned by calls that need an open swarm.
+var errNotOpen = errors.New("swarm not open")
 
 // Defaults for Config fields left zero.
 const (
@@ -38,6 +51,10 @@ const (
 	DefaultMaxConns     = 64
 	DefaultSyncInterval = 30 * time.Second
 	DefaultLookup       = 5 * time.Second
+	DefaultProvidePerHr = 3600
+	DefaultGossipRate   = 2000 // claims per second per peer
+	DefaultBlockFor     = 10 * time.Minute
+	DefaultPort         = 4001
 )
 
 // Config configures a Swarm. Zero fields take the documented defaults.
@@ -60,6 +77,19 @@ type Config struct {
 	LookupTimeout time.Duration // remote lookups; default DefaultLookup
 	ProvidePerHr  int           // bound on DHT provides per hour; default 3600
 
+	// Interest, when set, puts the node in interest mode: it keeps only
+	// claims about the cids this returns (the node's Store filters Submit),
+	// so sync sessions only push, and the swarm fetches the claims of these
+	// cids from each new peer and periodically.
+	Interest func(ctx context.Context) ([]string, error)
+
+	Relays     []string      // static relays (multiaddrs with /p2p/) for hosts behind NAT; none by default
+	PortMap    bool          // ask the router for a port mapping (UPnP / NAT-PMP)
+	Public     bool          // force public reachability (a bootstrap node on a public address)
+	MaxSkew    time.Duration // future-timestamp allowance in gossip; default store.DefaultMaxSkew
+	GossipRate int           // new claims per second accepted from one peer's gossip; default DefaultGossipRate
+	BlockFor   time.Duration // how long a peer that sent invalid claims is refused; default DefaultBlockFor
+
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 
@@ -68,84 +98,342 @@ type Config struct {
 	Host host.Host
 }
 
+func (c *Config) setDefaults() {
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.SyncInterval <= 0 {
+		c.SyncInterval = DefaultSyncInterval
+	}
+	if c.LookupTimeout <= 0 {
+		c.LookupTimeout = DefaultLookup
+	}
+	if c.ProvidePerHr <= 0 {
+		c.ProvidePerHr = DefaultProvidePerHr
+	}
+	if c.MaxSkew <= 0 {
+		c.MaxSkew = store.DefaultMaxSkew
+	}
+	if c.GossipRate <= 0 {
+		c.GossipRate = DefaultGossipRate
+	}
+	if c.BlockFor <= 0 {
+		c.BlockFor = DefaultBlockFor
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
 // Swarm shares a node's claims with its peers: gossip, catch-up, lookups.
 type Swarm struct {
-	cfg Config
+	cfg             Config
+	log             *slog.Logger
+	reconcileParams reconcileParams
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup // the swarm's loops
+	state  atomic.Int32   // 0 new, 1 open, 2 closed
+	mu     sync.Mutex     // serialises Open and Close
+
+	host     host.Host
+	ownHost  bool
+	notifee  *network.NotifyBundle
+	gater    *gater
+	psCancel context.CancelFunc
+	ps       *pubsub.PubSub
+	topic    *pubsub.Topic
+	sub      *pubsub.Subscription
+	dht      *dht.IpfsDHT
+	mdns     mdns.Service
+
+	bootstrap []peer.AddrInfo
+	relays    []peer.AddrInfo
+
+	pubCh     chan []store.Claim // Publish → batcher
+	gossipIn  chan []store.Claim // validated gossip → store
+	connCh    chan peer.ID       // new connections → sync scheduler
+	resyncCh  chan struct{}
+	foundCh   chan peer.AddrInfo // mDNS → connector
+	kickCh    chan peer.ID       // blocked peers to disconnect
+	provideCh chan struct{}      // new cids queued
+	inbound   *semaphore.Weighted
+
+	provQueue provideQueue
+	refused   *refusedSet
+	penalties *penaltyBox
+	limiter   *peerLimiter
+	errs      *errorLog
+	peerStats *peerStats
+	met       *metrics
+	counters  counters
 }
 
 // New returns an unopened swarm; it does no I/O.
-func New(cfg Config) *Swarm { return &Swarm{cfg: cfg} }
+func New(cfg Config) *Swarm {
+	cfg.setDefaults()
+	return &Swarm{
+		cfg:             cfg,
+		log:             cfg.Logger.With("component", "swarm"),
+		reconcileParams: defaultReconcileParams,
+	}
+}
 
-// Open starts the host, gossip, sync, DHT and discovery.
-func (s *Swarm) Open(ctx context.Context) error { return errNotImplemented }
+// Topic returns the gossip topic of the swarm.
+func (s *Swarm) Topic() string { return "/metanode/" + s.cfg.Name + "/claims/1" }
 
-// Close shuts down in order (provider, DHT, pubsub, host); idempotent.
-func (s *Swarm) Close() error { return errNotImplemented }
+// Open starts the host, gossip, sync, DHT and discovery. ctx bounds only
+// Open; the swarm's loops run on its own context until Close.
+func (s *Swarm) Open(ctx context.Context) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state.Load() {
+	case 1:
+		return errors.New("open swarm: already open")
+	case 2:
+		return ErrClosed
+	}
+	if s.cfg.Identity == nil || s.cfg.Store == nil {
+		return errors.New("open swarm: Identity and Store are required")
+	}
+	if s.cfg.PSK != nil && len(s.cfg.PSK) != 32 {
+		return fmt.Errorf("open swarm: swarm key of %d bytes, want 32", len(s.cfg.PSK))
+	}
+	if s.bootstrap, err = parseAddrInfos(s.cfg.Bootstrap); err != nil {
+		return fmt.Errorf("open swarm: bootstrap: %w", err)
+	}
+	if s.relays, err = parseAddrInfos(s.cfg.Relays); err != nil {
+		return fmt.Errorf("open swarm: relays: %w", err)
+	}
+
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	s.pubCh = make(chan []store.Claim, 1024)
+	s.gossipIn = make(chan []store.Claim, 256)
+	s.connCh = make(chan peer.ID, 256)
+	s.resyncCh = make(chan struct{}, 1)
+	s.foundCh = make(chan peer.AddrInfo, 64)
+	s.kickCh = make(chan peer.ID, 64)
+	s.provideCh = make(chan struct{}, 1)
+	s.inbound = semaphore.NewWeighted(maxInboundSyncs)
+	s.refused = newRefusedSet(maxRefused)
+	s.penalties = newPenaltyBox(s.cfg.BlockFor)
+	s.limiter = newPeerLimiter(s.cfg.GossipRate)
+	s.errs = newErrorLog()
+	s.peerStats = newPeerStats()
+	s.gater = &gater{s: s}
+	s.met = newMetrics(s)
+	if s.cfg.Registerer != nil {
+		if err := s.met.register(s.cfg.Registerer); err != nil {
+			s.cancel(err)
+			return fmt.Errorf("open swarm: metrics: %w", err)
+		}
+	}
+
+	defer func() {
+		if err != nil {
+			s.shutdown()
+			err = fmt.Errorf("open swarm: %w", err)
+		}
+	}()
+	if s.cfg.Host != nil {
+		s.host = s.cfg.Host
+	} else {
+		if s.host, err = s.buildHost(); err != nil {
+			return err
+		}
+		s.ownHost = true
+	}
+	s.notifee = &network.NotifyBundle{
+		ConnectedF:    func(_ network.Network, c network.Conn) { s.onConnected(c) },
+		DisconnectedF: func(_ network.Network, c network.Conn) { s.onDisconnected(c) },
+	}
+	s.host.Network().Notify(s.notifee)
+
+	if err := s.openGossip(); err != nil {
+		return err
+	}
+	s.host.SetStreamHandler(ProtocolSync, s.handleSync)
+	s.host.SetStreamHandler(ProtocolFetch, s.handleFetch)
+	if err := s.openDHT(); err != nil {
+		return err
+	}
+	for _, ai := range s.bootstrap {
+		s.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstoreForever)
+		s.host.ConnManager().Protect(ai.ID, "bootstrap")
+	}
+
+	s.state.Store(1)
+	s.goLoop(s.runPublisher)
+	s.goLoop(s.runGossipReader)
+	for range gossipStoreWorkers {
+		s.goLoop(s.runGossipStore)
+	}
+	s.goLoop(s.runSyncScheduler)
+	s.goLoop(s.runProvider)
+	s.goLoop(s.runBootstrap)
+	s.goLoop(s.runConnector)
+	if s.cfg.MDNS {
+		s.mdns = mdns.NewMdnsService(s.host, MDNSService, mdnsNotifee{s})
+		if err := s.mdns.Start(); err != nil {
+			s.log.Warn("mdns unavailable", "err", err)
+			s.mdns = nil
+		}
+	}
+	for _, c := range s.host.Network().Conns() { // connections made before Open
+		s.onConnected(c)
+	}
+	s.log.Info("swarm open", "peer", s.host.ID(), "swarm", s.cfg.Name, "private", s.cfg.PSK != nil,
+		"addrs", s.Addrs())
+	return nil
+}
+
+func (s *Swarm) goLoop(f func(ctx context.Context)) {
+	s.wg.Go(func() { f(s.ctx) })
+}
+
+// Close shuts down in order (provider, DHT, pubsub, host); idempotent:
+// a second call returns ErrClosed.
+func (s *Swarm) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state.Swap(2) {
+	case 2:
+		return ErrClosed
+	case 0:
+		return nil
+	}
+	return s.shutdown()
+}
+
+// shutdown releases whatever Open built, in reverse order.
+func (s *Swarm) shutdown() error {
+	s.state.Store(2)
+	s.cancel(ErrClosed)
+	var errs []error
+	if s.mdns != nil {
+		errs = append(errs, s.mdns.Close())
+	}
+	if s.host != nil {
+		s.host.RemoveStreamHandler(ProtocolSync)
+		s.host.RemoveStreamHandler(ProtocolFetch)
+	}
+	s.wg.Wait() // publisher, readers, scheduler and its sessions, provider, dialers
+	if s.dht != nil {
+		errs = append(errs, s.dht.Close())
+	}
+	if s.sub != nil {
+		s.sub.Cancel()
+	}
+	if s.topic != nil {
+		_ = s.topic.Close()
+	}
+	if s.psCancel != nil {
+		s.psCancel()
+	}
+	if s.host != nil && s.notifee != nil {
+		s.host.Network().StopNotify(s.notifee)
+	}
+	if s.ownHost && s.host != nil {
+		errs = append(errs, s.host.Close())
+	}
+	if s.cfg.Registerer != nil && s.met != nil {
+		s.met.unregister(s.cfg.Registerer)
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Swarm) isOpen() bool { return s.state.Load() == 1 }
 
 // Publish queues claims the node stored from a local writer for gossip
-// (batched by a few ms or by size). It never blocks.
-func (s *Swarm) Publish(claims []store.Claim) {}
+// (batched by a few ms or by size). It never blocks: when the queue is
+// full the claims are dropped from gossip (sync still carries them).
+func (s *Swarm) Publish(claims []store.Claim) {
+	if !s.isOpen() || len(claims) == 0 {
+		return
+	}
+	select {
+	case s.pubCh <- claims:
+	default:
+		s.met.publishDropped.Add(float64(len(claims)))
+	}
+}
 
 // Provide queues cids to announce in the DHT (batched, rate-bounded).
-func (s *Swarm) Provide(cids ...string) {}
-
-// Lookup finds peers that hold claims about cid (DHT), fetches, verifies
-// and stores the claims of its group, and returns how many were stored.
-// ErrNotFound when no peer knows it within the lookup timeout.
-func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) { return 0, errNotImplemented }
+func (s *Swarm) Provide(cids ...string) {
+	if !s.isOpen() || len(cids) == 0 {
+		return
+	}
+	s.provQueue.push(cids)
+	select {
+	case s.provideCh <- struct{}{}:
+	default:
+	}
+}
 
 // Resync forgets claims refused earlier and reconciles with every
 // connected peer again (after a trust change).
-func (s *Swarm) Resync() {}
+func (s *Swarm) Resync() {
+	if !s.isOpen() {
+		return
+	}
+	s.refused.clear()
+	select {
+	case s.resyncCh <- struct{}{}:
+	default:
+	}
+}
 
 // Connect dials a peer by multiaddr (with /p2p/).
-func (s *Swarm) Connect(ctx context.Context, addr string) error { return errNotImplemented }
-
-// Status is a snapshot of the swarm's state.
-type Status struct {
-	PeerID       string
-	Addrs        []string // with /p2p/<peerId>
-	Name         string
-	Private      bool
-	Peers        int
-	DHTMode      string
-	RoutingTable int
-	Provided     int64
-	Sessions     int64
-	ClaimsSent   int64
-	ClaimsRecvd  int64
-	PeerSync     map[string]PeerSync
-	Errors       []string // recent problems for the owner, e.g. swarm key mismatch
+func (s *Swarm) Connect(ctx context.Context, addr string) error {
+	if !s.isOpen() {
+		return errNotOpen
+	}
+	ai, err := peer.AddrInfoFromString(addr)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", addr, err)
+	}
+	if err := s.dial(ctx, *ai); err != nil {
+		return fmt.Errorf("connect %s: %w", addr, err)
+	}
+	return nil
 }
-
-// PeerSync is the sync state with one peer.
-type PeerSync struct {
-	LastSync    time.Time
-	LastError   string
-	RoundTrips  int
-	ClaimsSent  int64
-	ClaimsRecvd int64
-}
-
-// PeerInfo describes one connected peer.
-type PeerInfo struct {
-	PeerID         string
-	Addrs          []string
-	ConnectedSince time.Time
-	Latency        time.Duration
-	LastSync       time.Time
-	ClaimsSent     int64
-	ClaimsRecvd    int64
-}
-
-// Status returns the current state.
-func (s *Swarm) Status() Status { return Status{} }
-
-// Peers lists connected peers.
-func (s *Swarm) Peers() []PeerInfo { return nil }
 
 // PeerID returns this node's peer id (valid after Open).
-func (s *Swarm) PeerID() string { return "" }
+func (s *Swarm) PeerID() string {
+	if s.host == nil {
+		return ""
+	}
+	return s.host.ID().String()
+}
+
+// Host returns the libp2p host (valid after Open); tests and the benchmark
+// use it to connect nodes.
+func (s *Swarm) Host() host.Host { return s.host }
 
 // Addrs returns this node's listen addresses with /p2p/<peerId>.
-func (s *Swarm) Addrs() []string { return nil }
+func (s *Swarm) Addrs() []string {
+	if s.host == nil {
+		return nil
+	}
+	var out []string
+	for _, a := range s.host.Addrs() {
+		out = append(out, a.String()+"/p2p/"+s.host.ID().String())
+	}
+	return out
+}
+
+func parseAddrInfos(addrs []string) ([]peer.AddrInfo, error) {
+	var out []peer.AddrInfo
+	for _, a := range addrs {
+		ai, err := peer.AddrInfoFromString(a)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", a, err)
+		}
+		out = append(out, *ai)
+	}
+	return out, nil
+}

@@ -1,0 +1,165 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
+	lswarm "github.com/libp2p/go-libp2p/p2p/net/swarm"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+)
+
+// MDNSService is the mDNS service name of metanode (not libp2p's default,
+// so a LAN full of IPFS nodes is not dialed).
+const MDNSService = "_metanode._udp"
+
+const (
+	// dialTimeout bounds one dial including the security handshake. A
+	// healthy handshake takes milliseconds on a LAN and well under a second
+	// across the Internet; a mismatched swarm key never completes, so this
+	// is also how long it takes to report one.
+	dialTimeout  = 4 * time.Second
+	probeTimeout = 2 * time.Second
+
+	bootstrapCheck      = 2 * time.Second
+	bootstrapBackoffMin = time.Second
+	bootstrapBackoffMax = 5 * time.Minute
+)
+
+// LoadSwarmKey reads a go-ipfs swarm.key file (/key/swarm/psk/1.0.0/ then
+// /base16/, /base64/ or /bin/ and the key).
+func LoadSwarmKey(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("swarm key: %w", err)
+	}
+	defer f.Close()
+	return ParseSwarmKey(f)
+}
+
+// ParseSwarmKey decodes a swarm.key in the go-ipfs format.
+func ParseSwarmKey(r io.Reader) ([]byte, error) {
+	psk, err := pnet.DecodeV1PSK(r)
+	if err != nil {
+		return nil, fmt.Errorf("swarm key: %w", err)
+	}
+	if len(psk) != 32 {
+		return nil, fmt.Errorf("swarm key: %d bytes, want 32", len(psk))
+	}
+	return psk, nil
+}
+
+// ErrCannotNegotiate: a peer's address accepts TCP connections but the
+// libp2p handshake fails: most often the two nodes do not use the same
+// swarm key (or one has none).
+var ErrCannotNegotiate = errors.New("swarm key mismatch / cannot negotiate")
+
+// dial connects to a peer within dialTimeout. When the dial fails but a
+// plain TCP connection to one of its addresses succeeds, the handshake is
+// what failed: it reports ErrCannotNegotiate with the address, in the log
+// and in Status().Errors, instead of leaving the owner with a timeout.
+func (s *Swarm) dial(ctx context.Context, ai peer.AddrInfo) error {
+	if ai.ID == s.host.ID() {
+		return nil
+	}
+	if sw, ok := s.host.Network().(*lswarm.Swarm); ok {
+		sw.Backoff().Clear(ai.ID) // the caller paces redials
+	}
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	err := s.host.Connect(dctx, ai)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	addrs := ai.Addrs
+	if len(addrs) == 0 {
+		addrs = s.host.Peerstore().Addrs(ai.ID)
+	}
+	if addr, ok := probeTCP(ctx, addrs); ok {
+		err = fmt.Errorf("%w with %s at %s: %v; check that both nodes use the same swarm.key",
+			ErrCannotNegotiate, ai.ID, addr, err)
+		s.errs.add(err.Error(), time.Now())
+		s.log.Error("cannot negotiate with peer", "peer", ai.ID, "addr", addr, "err", err)
+	}
+	return err
+}
+
+// probeTCP reports the first TCP address that accepts a plain connection.
+func probeTCP(ctx context.Context, addrs []ma.Multiaddr) (ma.Multiaddr, bool) {
+	var d net.Dialer
+	for _, a := range addrs {
+		if _, err := a.ValueForProtocol(ma.P_TCP); err != nil {
+			continue
+		}
+		network, host, err := manet.DialArgs(a)
+		if err != nil {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		c, err := d.DialContext(pctx, network, host)
+		cancel()
+		if err == nil {
+			_ = c.Close()
+			return a, true
+		}
+	}
+	return nil, false
+}
+
+// runBootstrap keeps the bootstrap peers connected: each is dialed when not
+// connected, with its own exponential backoff and jitter, so a bootstrap
+// node that is down costs one dial per backoff period, never a storm.
+func (s *Swarm) runBootstrap(ctx context.Context) {
+	if len(s.bootstrap) == 0 {
+		return
+	}
+	type state struct {
+		next    time.Time
+		backoff time.Duration
+	}
+	st := make([]state, len(s.bootstrap))
+	t := time.NewTicker(bootstrapCheck)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		for i, ai := range s.bootstrap {
+			if s.host.Network().Connectedness(ai.ID) == network.Connected {
+				st[i].backoff = 0
+				continue
+			}
+			if now.Before(st[i].next) {
+				continue
+			}
+			err := s.dial(ctx, ai)
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil {
+				st[i].backoff = 0
+				s.log.Info("bootstrap peer connected", "peer", ai.ID)
+				continue
+			}
+			st[i].backoff = min(max(2*st[i].backoff, bootstrapBackoffMin), bootstrapBackoffMax)
+			jitter := time.Duration(rand.Int64N(int64(st[i].backoff)/2 + 1))
+			st[i].next = time.Now().Add(st[i].backoff + jitter)
+			s.log.Debug("bootstrap dial failed", "peer", ai.ID, "retry_in", st[i].backoff+jitter, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/metanode/metanode/store"
+)
+
+// ProtocolFetch returns the claims of the groups holding some cids.
+const ProtocolFetch protocol.ID = "/metanode/fetch/1.0.0"
+
+const (
+	maxFetchClaims  = 1 << 16 // claims in one fetch response
+	fetchTimeout    = 30 * time.Second
+	lookupProviders = 3 // providers asked before giving up
+	lookupFallback  = 8 // connected peers asked when the DHT knows no provider
+)
+
+// handleFetch answers one FETCH request: the shared claims of each cid's
+// group, deduplicated, in CLAIMS frames, then END.
+func (s *Swarm) handleFetch(st network.Stream) {
+	ctx, cancel := context.WithTimeout(s.ctx, fetchTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = st.Reset() })
+	defer stop()
+	_ = st.SetDeadline(time.Now().Add(fetchTimeout))
+	p := st.Conn().RemotePeer()
+	fr := newFrameReader(st)
+	frame, err := fr.next()
+	if err != nil || frame[0] != frameFetch {
+		if err == nil {
+			err = fmt.Errorf("%w: expected FETCH", errProtocol)
+		}
+		s.log.Debug("bad fetch request", "peer", p, "err", err)
+		s.refuse(st, errCodeProtocol, "expected one FETCH frame")
+		return
+	}
+	cids, err := decodeFetch(frame)
+	if err != nil {
+		s.refuse(st, errCodeProtocol, err.Error())
+		return
+	}
+	fw := newFrameWriter(st)
+	var stats SyncStats
+	cw := claimWriter{write: fw.write, stats: &stats}
+	seen := map[store.ID]struct{}{}
+	for _, c := range cids {
+		claims, err := s.cfg.Store.FetchClaims(ctx, c)
+		if err != nil {
+			s.log.Warn("fetch claims", "cid", c, "err", err)
+			s.refuse(st, errCodeInternal, "store unavailable")
+			return
+		}
+		out := claims[:0]
+		for _, cl := range claims {
+			id := cl.ID()
+			if _, dup := seen[id]; dup || len(seen) >= maxFetchClaims {
+				continue
+			}
+			seen[id] = struct{}{}
+			out = append(out, cl)
+		}
+		if err := cw.add(out, nil); err != nil {
+			_ = st.Reset()
+			return
+		}
+	}
+	if cw.flush() != nil || fw.write([]byte{frameEnd}) != nil || fw.flush() != nil {
+		_ = st.Reset()
+		return
+	}
+	_ = st.Close()
+}
+
+// fetchFrom asks p for the claims of cids and stores them (the store
+// verifies). It returns how many the store did not reject.
+func (s *Swarm) fetchFrom(ctx context.Context, p peer.ID, cids []string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+	st, err := s.host.NewStream(ctx, p, ProtocolFetch)
+	if err != nil {
+		s.met.fetches.WithLabelValues("error").Inc()
+		return 0, fmt.Errorf("fetch from %s: %w", p, err)
+	}
+	claims, err := readFetch(ctx, st, cids)
+	if err != nil {
+		s.met.fetches.WithLabelValues("error").Inc()
+		if errors.Is(err, errProtocol) {
+			s.penalize(p, "fetch: "+err.Error())
+		}
+		return 0, fmt.Errorf("fetch from %s: %w", p, err)
+	}
+	if len(claims) == 0 {
+		s.met.fetches.WithLabelValues("empty").Inc()
+		return 0, nil
+	}
+	res, err := s.cfg.Store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginFetch})
+	if err != nil {
+		return 0, fmt.Errorf("store fetched claims: %w", err)
+	}
+	n, bad := 0, 0
+	for i, r := range res {
+		switch {
+		case r.Outcome != store.Rejected:
+			n++
+		case errors.Is(r.Err, store.ErrUntrusted):
+			s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID})
+		case isInvalid(r.Err):
+			bad++
+		}
+	}
+	if bad > 0 {
+		s.penalize(p, fmt.Sprintf("fetch: %d invalid claims", bad))
+	}
+	s.met.fetches.WithLabelValues("ok").Inc()
+	return n, nil
+}
+
+// readFetch sends the request and reads the response.
+func readFetch(ctx context.Context, st network.Stream, cids []string) (_ []store.Claim, err error) {
+	stop := context.AfterFunc(ctx, func() { _ = st.Reset() })
+	defer stop()
+	defer func() {
+		if err != nil {
+			_ = st.Reset()
+			return
+		}
+		_ = st.Close()
+	}()
+	_ = st.SetDeadline(time.Now().Add(fetchTimeout))
+	fw := newFrameWriter(st)
+	if err := fw.write(appendFetch(nil, cids)); err != nil {
+		return nil, err
+	}
+	if err := fw.flush(); err != nil {
+		return nil, err
+	}
+	_ = st.CloseWrite()
+	fr := newFrameReader(st)
+	var claims []store.Claim
+	for {
+		frame, err := fr.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%w: response without END", errProtocol)
+			}
+			return nil, err
+		}
+		switch frame[0] {
+		case frameClaims:
+			cs, err := decodeClaims(frame[1:], maxFrame/minWireClaim)
+			if err != nil {
+				return nil, err
+			}
+			if len(claims)+len(cs) > maxFetchClaims {
+				return nil, fmt.Errorf("%w: more than %d claims", errProtocol, maxFetchClaims)
+			}
+			claims = append(claims, cs...)
+		case frameEnd:
+			return claims, nil
+		case frameError:
+			return nil, decodeError(frame)
+		default:
+			return nil, fmt.Errorf("%w: unexpected frame type %#x", errProtocol, frame[0])
+		}
+	}
+}
+
+// fetchInterest fetches the claims of the interest cids from p, in
+// batches (interest mode).
+func (s *Swarm) fetchInterest(ctx context.Context, p peer.ID) {
+	cids, err := s.cfg.Interest(ctx)
+	if err != nil {
+		s.log.Warn("interest cids", "err", err)
+		return
+	}
+	for chunk := range slices.Chunk(cids, maxFetchCIDs) {
+		if _, err := s.fetchFrom(ctx, p, chunk); err != nil {
+			s.log.Debug("interest fetch", "peer", p, "err", err)
+			return
+		}
+	}
+}
+
+// Lookup finds peers that hold claims about cid (DHT), fetches, verifies
+// and stores the claims of its group, and returns how many were stored.
+// ErrNotFound when no peer knows it within the lookup timeout.
+func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
+	if !s.isOpen() {
+		return 0, errNotOpen
+	}
+	if err := store.CheckCID(cid); err != nil {
+		return 0, fmt.Errorf("lookup: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LookupTimeout)
+	defer cancel()
+	asked := map[peer.ID]bool{s.host.ID(): true}
+	try := func(ai peer.AddrInfo) (int, bool) {
+		if asked[ai.ID] {
+			return 0, false
+		}
+		asked[ai.ID] = true
+		if s.host.Network().Connectedness(ai.ID) != network.Connected {
+			if err := s.dial(ctx, ai); err != nil {
+				return 0, false
+			}
+		}
+		n, err := s.fetchFrom(ctx, ai.ID, []string{cid})
+		if err != nil {
+			s.log.Debug("lookup fetch", "peer", ai.ID, "cid", cid, "err", err)
+		}
+		return n, err == nil && n > 0
+	}
+	if s.dht != nil && s.dht.RoutingTable().Size() > 0 {
+		provs := s.dht.FindProvidersAsync(ctx, provideKey(cid), lookupProviders+1)
+		for ai := range provs { // drained to the end: the query stops when ctx ends
+			if n, ok := try(ai); ok {
+				cancel()
+				for range provs {
+				}
+				s.met.lookups.WithLabelValues("found").Inc()
+				return n, nil
+			}
+		}
+	}
+	// No provider answered: ask a few connected peers directly (a small
+	// swarm may have no DHT servers yet).
+	for _, p := range s.host.Network().Peers() {
+		if len(asked) > lookupFallback || ctx.Err() != nil {
+			break
+		}
+		if ok, _ := s.host.Peerstore().SupportsProtocols(p, ProtocolFetch); len(ok) == 0 {
+			continue
+		}
+		if n, ok := try(peer.AddrInfo{ID: p}); ok {
+			s.met.lookups.WithLabelValues("found").Inc()
+			return n, nil
+		}
+	}
+	s.met.lookups.WithLabelValues("notfound").Inc()
+	return 0, fmt.Errorf("lookup %s: %w", cid, ErrNotFound)
+}

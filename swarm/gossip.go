@@ -1,0 +1,318 @@
+package swarm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/metanode/metanode/store"
+)
+
+// Gossip message: version byte, uvarint count, claims in wire form.
+const (
+	gossipVersion      = 1
+	maxGossipClaims    = 1024      // claims in one message
+	maxGossipBytes     = 512 << 10 // one message's data
+	gossipBatchBytes   = 64 << 10  // a batch is sent once it holds this much
+	gossipBatchWindow  = 3 * time.Millisecond
+	gossipStoreWorkers = 4 // Submit calls in flight for gossip
+	validateQueue      = 4096
+	pubsubMaxMessage   = 1 << 20
+)
+
+// encodeGossip packs claims into one message body.
+func encodeGossip(claims []store.Claim) []byte {
+	b := make([]byte, 0, 16+len(claims)*300)
+	b = append(b, gossipVersion)
+	b = binary.AppendUvarint(b, uint64(len(claims)))
+	for i := range claims {
+		b = claims[i].AppendWire(b)
+	}
+	return b
+}
+
+// decodeGossip decodes and bounds a message body.
+func decodeGossip(data []byte) ([]store.Claim, error) {
+	if len(data) > maxGossipBytes {
+		return nil, fmt.Errorf("%w: gossip message of %d bytes", errProtocol, len(data))
+	}
+	if len(data) < 1 || data[0] != gossipVersion {
+		return nil, fmt.Errorf("%w: unknown gossip message version", errProtocol)
+	}
+	return decodeClaims(data[1:], maxGossipClaims)
+}
+
+// gossipMsgID is the content address of a message: SHA-256 of its bytes.
+// The same batch from two publishers is one message.
+func gossipMsgID(m *pb.Message) string {
+	h := sha256.Sum256(m.Data)
+	return string(h[:])
+}
+
+func (s *Swarm) openGossip() error {
+	psCtx, cancel := context.WithCancel(context.Background())
+	s.psCancel = cancel
+	topic := s.Topic()
+	opts := []pubsub.Option{
+		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
+		pubsub.WithNoAuthor(),
+		pubsub.WithMessageIdFn(gossipMsgID),
+		pubsub.WithFloodPublish(true),
+		pubsub.WithPeerExchange(s.cfg.PeerExchange),
+		pubsub.WithValidateQueueSize(validateQueue),
+		pubsub.WithMaxMessageSize(pubsubMaxMessage),
+		pubsub.WithPeerOutboundQueueSize(256),
+		pubsub.WithPeerScore(s.scoreParams(topic), scoreThresholds()),
+		pubsub.WithRawTracer(&tracer{s: s}),
+		pubsub.WithLogger(s.log.With("sub", "pubsub")),
+	}
+	ps, err := pubsub.NewGossipSub(psCtx, s.host, opts...)
+	if err != nil {
+		return fmt.Errorf("gossipsub: %w", err)
+	}
+	s.ps = ps
+	// The validator is registered before Join: nothing reaches the topic
+	// unchecked.
+	if err := ps.RegisterTopicValidator(topic, s.validate, pubsub.WithValidatorTimeout(10*time.Second)); err != nil {
+		return fmt.Errorf("gossip validator: %w", err)
+	}
+	if s.topic, err = ps.Join(topic); err != nil {
+		return fmt.Errorf("join %s: %w", topic, err)
+	}
+	if s.sub, err = s.topic.Subscribe(pubsub.WithBufferSize(1024)); err != nil {
+		return fmt.Errorf("subscribe %s: %w", topic, err)
+	}
+	return nil
+}
+
+// scoreParams penalise invalid deliveries hard (P4) and leave mesh
+// delivery rates (P3) alone: a claims topic is sparse, and honest peers
+// must not be pruned for having little to say. No IP colocation penalty:
+// homes behind one NAT share an address.
+func (s *Swarm) scoreParams(topic string) *pubsub.PeerScoreParams {
+	return &pubsub.PeerScoreParams{
+		Topics: map[string]*pubsub.TopicScoreParams{topic: {
+			TopicWeight:                    1,
+			TimeInMeshWeight:               0.01,
+			TimeInMeshQuantum:              time.Second,
+			TimeInMeshCap:                  100,
+			FirstMessageDeliveriesWeight:   1,
+			FirstMessageDeliveriesDecay:    pubsub.ScoreParameterDecay(10 * time.Minute),
+			FirstMessageDeliveriesCap:      50,
+			InvalidMessageDeliveriesWeight: -100,
+			InvalidMessageDeliveriesDecay:  pubsub.ScoreParameterDecay(time.Hour),
+		}},
+		TopicScoreCap: 50,
+		AppSpecificScore: func(p peer.ID) float64 {
+			if s.penalties.isBlocked(p) {
+				return -1000
+			}
+			return 0
+		},
+		AppSpecificWeight:           1,
+		BehaviourPenaltyWeight:      -10,
+		BehaviourPenaltyThreshold:   6,
+		BehaviourPenaltyDecay:       pubsub.ScoreParameterDecay(10 * time.Minute),
+		DecayInterval:               time.Second,
+		DecayToZero:                 0.01,
+		RetainScore:                 10 * time.Minute,
+		IPColocationFactorThreshold: 1,
+	}
+}
+
+func scoreThresholds() *pubsub.PeerScoreThresholds {
+	return &pubsub.PeerScoreThresholds{
+		GossipThreshold:             -50,
+		PublishThreshold:            -100,
+		GraylistThreshold:           -200,
+		AcceptPXThreshold:           10,
+		OpportunisticGraftThreshold: 2,
+	}
+}
+
+// validate is the topic validator: decode and bound, skip claims already
+// held, check, apply the trust policy and the peer's rate, verify the rest
+// in parallel. Reject (penalised) for anything malformed or a bad
+// signature; Ignore (no penalty) when nothing new and trusted is left, or
+// some claim is untrusted, future-dated or over the rate; else Accept.
+// Valid trusted new claims of an ignored message are stored anyway (not
+// forwarded; sync carries them on).
+func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	if from == s.host.ID() {
+		return pubsub.ValidationAccept // our own batch: stored and verified already
+	}
+	claims, err := decodeGossip(msg.Data)
+	if err != nil {
+		s.penalize(from, "gossip: "+err.Error())
+		s.met.gossipMsgs.WithLabelValues("rejected").Inc()
+		return pubsub.ValidationReject
+	}
+	set := s.cfg.Store.SyncSet()
+	now := time.Now()
+	fresh := make([]store.Claim, 0, len(claims))
+	ids := make([]store.ID, 0, len(claims))
+	ignore := false
+	for i := range claims {
+		c := &claims[i]
+		id := c.ID()
+		if set.Has(store.SyncItem{TS: c.TS, ID: id}) {
+			s.met.gossipClaims.WithLabelValues("known").Inc()
+			continue
+		}
+		if err := c.Check(now, s.cfg.MaxSkew); err != nil {
+			if errors.Is(err, store.ErrFutureTimestamp) {
+				s.met.gossipClaims.WithLabelValues("future").Inc()
+				ignore = true
+				continue
+			}
+			s.met.gossipClaims.WithLabelValues("invalid").Inc()
+			s.met.gossipMsgs.WithLabelValues("rejected").Inc()
+			s.penalize(from, "gossip: "+err.Error())
+			return pubsub.ValidationReject
+		}
+		if !s.cfg.Store.Trusted(c.UID) {
+			s.met.gossipClaims.WithLabelValues("untrusted").Inc()
+			ignore = true
+			continue
+		}
+		fresh = append(fresh, *c)
+		ids = append(ids, id)
+	}
+	if len(fresh) > 0 && !s.limiter.allow(from, len(fresh)) {
+		s.met.gossipClaims.WithLabelValues("ratelimited").Add(float64(len(fresh)))
+		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
+		return pubsub.ValidationIgnore
+	}
+	for i, err := range store.VerifyAll(fresh, ids, nil) {
+		if err != nil {
+			s.met.gossipClaims.WithLabelValues("invalid").Inc()
+			s.met.gossipMsgs.WithLabelValues("rejected").Inc()
+			s.penalize(from, fmt.Sprintf("gossip: claim %s: %v", ids[i], err))
+			return pubsub.ValidationReject
+		}
+	}
+	s.met.gossipClaims.WithLabelValues("new").Add(float64(len(fresh)))
+	if len(fresh) == 0 {
+		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
+		return pubsub.ValidationIgnore
+	}
+	if ignore {
+		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
+		s.storeGossip(ctx, fresh)
+		return pubsub.ValidationIgnore
+	}
+	s.met.gossipMsgs.WithLabelValues("accepted").Inc()
+	msg.ValidatorData = fresh
+	return pubsub.ValidationAccept
+}
+
+// storeGossip queues verified claims for the store.
+func (s *Swarm) storeGossip(ctx context.Context, claims []store.Claim) {
+	select {
+	case s.gossipIn <- claims:
+	case <-ctx.Done():
+	case <-s.ctx.Done():
+	}
+}
+
+// runGossipReader hands delivered messages to the store workers.
+func (s *Swarm) runGossipReader(ctx context.Context) {
+	for {
+		msg, err := s.sub.Next(ctx)
+		if err != nil {
+			return // ctx done or subscription cancelled
+		}
+		if msg.ReceivedFrom == s.host.ID() {
+			continue
+		}
+		if claims, ok := msg.ValidatorData.([]store.Claim); ok && len(claims) > 0 {
+			s.storeGossip(ctx, claims)
+		}
+	}
+}
+
+// runGossipStore stores verified gossip; several run so that a commit in
+// progress does not hold back the next batch.
+func (s *Swarm) runGossipStore(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case claims := <-s.gossipIn:
+			res, err := s.cfg.Store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginPeer, Verified: true})
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("store gossip", "claims", len(claims), "err", err)
+				}
+				continue
+			}
+			for i, r := range res {
+				if r.Outcome == store.Rejected && errors.Is(r.Err, store.ErrUntrusted) {
+					s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID})
+				}
+			}
+			s.counters.gossipStored.Add(int64(len(claims)))
+		}
+	}
+}
+
+// runPublisher batches local claims: a batch leaves after
+// gossipBatchWindow or once it reaches gossipBatchBytes.
+func (s *Swarm) runPublisher(ctx context.Context) {
+	var pending []store.Claim
+	size := 0
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	flush := func() {
+		timer.Stop()
+		for len(pending) > 0 {
+			n, bytes := 0, 0
+			for n < len(pending) && n < maxGossipClaims {
+				w := len(pending[n].Wire())
+				if n > 0 && bytes+w > maxGossipBytes-16 {
+					break
+				}
+				bytes += w
+				n++
+			}
+			data := encodeGossip(pending[:n])
+			if err := s.topic.Publish(ctx, data); err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("publish gossip", "claims", n, "err", err)
+				}
+			} else {
+				s.met.gossipPublished.Add(float64(n))
+				s.counters.published.Add(int64(n))
+			}
+			pending = pending[n:]
+		}
+		pending, size = nil, 0
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case claims := <-s.pubCh:
+			if len(pending) == 0 {
+				timer.Reset(gossipBatchWindow)
+			}
+			pending = append(pending, claims...)
+			for i := range claims {
+				size += len(claims[i].Value) + len(claims[i].CID) + len(claims[i].Key) + 120
+			}
+			if size >= gossipBatchBytes || len(pending) >= maxGossipClaims {
+				flush()
+			}
+		case <-timer.C:
+			flush()
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package swarm
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/pnet"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/libp2p/go-libp2p/x/rate"
+
+	"github.com/metanode/metanode/store"
+)
+
+const peerstoreForever = peerstore.PermanentAddrTTL
+
+// UserAgent is what identify tells peers.
+const UserAgent = "metanode/1"
+
+// PeerKey returns the libp2p private key of a node signer: the same
+// secp256k1 scalar, so the peer id and the claim-signing uid name one key.
+func PeerKey(signer *store.Signer) (crypto.PrivKey, error) {
+	sk, err := crypto.UnmarshalSecp256k1PrivateKey(signer.PrivateKey().Serialize())
+	if err != nil {
+		return nil, fmt.Errorf("node key: %w", err)
+	}
+	return sk, nil
+}
+
+// PeerIDOf returns the peer id of a node signer.
+func PeerIDOf(signer *store.Signer) (peer.ID, error) {
+	sk, err := PeerKey(signer)
+	if err != nil {
+		return "", err
+	}
+	return peer.IDFromPrivateKey(sk)
+}
+
+// defaultListen returns the listen addresses used when Config.Listen is
+// empty: TCP and QUIC on DefaultPort, IPv4 and IPv6.
+func defaultListen() []string {
+	p := fmt.Sprint(DefaultPort)
+	return []string{
+		"/ip4/0.0.0.0/tcp/" + p, "/ip6/::/tcp/" + p,
+		"/ip4/0.0.0.0/udp/" + p + "/quic-v1", "/ip6/::/udp/" + p + "/quic-v1",
+	}
+}
+
+// tcpOnly drops the UDP addresses: QUIC refuses a pre-shared key.
+func tcpOnly(addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		if !strings.Contains(a, "/udp/") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (s *Swarm) buildHost() (host.Host, error) {
+	sk, err := PeerKey(s.cfg.Identity)
+	if err != nil {
+		return nil, err
+	}
+	listen := s.cfg.Listen
+	if len(listen) == 0 {
+		listen = defaultListen()
+	}
+	low := max(1, s.cfg.MaxConns*3/4)
+	cm, err := connmgr.NewConnManager(low, s.cfg.MaxConns, connmgr.WithGracePeriod(time.Minute))
+	if err != nil {
+		return nil, fmt.Errorf("connection manager: %w", err)
+	}
+	rm, err := newResourceManager()
+	if err != nil {
+		return nil, fmt.Errorf("resource manager: %w", err)
+	}
+	opts := []libp2p.Option{
+		libp2p.Identity(sk),
+		libp2p.UserAgent(UserAgent),
+		libp2p.ConnectionManager(cm),
+		libp2p.ResourceManager(rm),
+		libp2p.ConnectionGater(s.gater),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.EnableAutoNATv2(),
+		libp2p.EnableHolePunching(),
+	}
+	if s.cfg.PSK != nil {
+		listen = tcpOnly(listen)
+		opts = append(opts, libp2p.PrivateNetwork(pnet.PSK(s.cfg.PSK)))
+	} else {
+		opts = append(opts, libp2p.Transport(quic.NewTransport))
+	}
+	opts = append(opts, libp2p.ListenAddrStrings(listen...))
+	if s.cfg.PortMap {
+		opts = append(opts, libp2p.NATPortMap())
+	}
+	if s.cfg.Public {
+		opts = append(opts, libp2p.ForceReachabilityPublic())
+	}
+	if s.cfg.RelayService || s.cfg.DHTServer {
+		// Serve AutoNAT v1 so homes learn their reachability (the DHT's
+		// auto mode and the relay client follow it).
+		opts = append(opts, libp2p.EnableNATService())
+	}
+	if s.cfg.RelayService {
+		opts = append(opts, libp2p.EnableRelayService())
+	}
+	if len(s.relays) > 0 {
+		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(s.relays))
+	}
+	if s.cfg.Registerer != nil {
+		opts = append(opts, libp2p.PrometheusRegisterer(s.cfg.Registerer))
+	} else {
+		opts = append(opts, libp2p.DisableMetrics())
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		rm.Close()
+		return nil, fmt.Errorf("libp2p host: %w", err)
+	}
+	return h, nil
+}
+
+// Resource manager limits. The library defaults allow 8 connections per
+// IPv4 address and 0.2 new inbound connections per second per address,
+// which breaks a LAN of homes behind one router or a shared (CG)NAT: every
+// peer there shows the same address. Ours:
+const (
+	connsPerIPv4       = 64  // concurrent connections per IPv4 /32
+	connsPerIPv6Subnet = 64  // per IPv6 /56
+	connsPerIPv6Site   = 256 // per IPv6 /48
+	connsPrivateNet    = 512 // per private (LAN, CGNAT) prefix
+	inboundRatePerIP   = 2.0 // new inbound connections per second per /32 or /56
+	inboundBurstPerIP  = 64
+)
+
+var privatePrefixes = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("fc00::/7"),
+	netip.MustParsePrefix("fe80::/10"),
+}
+
+func newResourceManager() (network.ResourceManager, error) {
+	limits := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&limits)
+	var v4, v6 []rcmgr.NetworkPrefixLimit
+	var ratePrefixes []rate.PrefixLimit
+	for _, p := range append(privatePrefixes, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")) {
+		n := connsPrivateNet
+		if p.Addr().IsLoopback() {
+			n = math.MaxInt
+		}
+		if p.Addr().Is4() {
+			v4 = append(v4, rcmgr.NetworkPrefixLimit{Network: p, ConnCount: n})
+		} else {
+			v6 = append(v6, rcmgr.NetworkPrefixLimit{Network: p, ConnCount: n})
+		}
+		ratePrefixes = append(ratePrefixes, rate.PrefixLimit{Prefix: p, Limit: rate.Limit{}}) // unlimited
+	}
+	perIP := rate.Limit{RPS: inboundRatePerIP, Burst: inboundBurstPerIP}
+	connRate := &rate.Limiter{
+		NetworkPrefixLimits: ratePrefixes,
+		SubnetRateLimiter: rate.SubnetLimiter{
+			IPv4SubnetLimits: []rate.SubnetLimit{{PrefixLength: 32, Limit: perIP}},
+			IPv6SubnetLimits: []rate.SubnetLimit{{PrefixLength: 56, Limit: perIP},
+				{PrefixLength: 48, Limit: rate.Limit{RPS: 4 * inboundRatePerIP, Burst: 4 * inboundBurstPerIP}}},
+			GracePeriod: time.Minute,
+		},
+	}
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()),
+		rcmgr.WithLimitPerSubnet(
+			[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 32, ConnCount: connsPerIPv4}},
+			[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 56, ConnCount: connsPerIPv6Subnet}, {PrefixLength: 48, ConnCount: connsPerIPv6Site}}),
+		rcmgr.WithNetworkPrefixLimit(v4, v6),
+		rcmgr.WithConnRateLimiters(connRate),
+	)
+}

@@ -1,0 +1,304 @@
+package swarm
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/control"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	"golang.org/x/time/rate"
+
+	"github.com/metanode/metanode/store"
+)
+
+type atomicInt = atomic.Int64
+
+// ---- misbehaving peers ----
+
+const (
+	penaltyThreshold = 3                // invalid deliveries within penaltyWindow that get a peer blocked
+	penaltyWindow    = 10 * time.Minute // how long an invalid delivery counts
+	maxPenalised     = 4096             // peers tracked
+)
+
+// penaltyBox counts invalid deliveries per peer and blocks repeat offenders
+// for a while. Honest peers never get here: a claim that fails its
+// signature was made or altered by someone who did not hold the key.
+type penaltyBox struct {
+	mu       sync.Mutex
+	blockFor time.Duration
+	strikes  map[peer.ID][]time.Time
+	blocked  map[peer.ID]time.Time // until
+}
+
+func newPenaltyBox(blockFor time.Duration) *penaltyBox {
+	return &penaltyBox{blockFor: blockFor, strikes: map[peer.ID][]time.Time{}, blocked: map[peer.ID]time.Time{}}
+}
+
+// strike records one invalid delivery and reports whether p is now blocked.
+func (b *penaltyBox) strike(p peer.ID, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.strikes) >= maxPenalised {
+		clear(b.strikes)
+	}
+	ts := slices.DeleteFunc(b.strikes[p], func(t time.Time) bool { return now.Sub(t) > penaltyWindow })
+	ts = append(ts, now)
+	b.strikes[p] = ts
+	if len(ts) < penaltyThreshold {
+		return false
+	}
+	if len(b.blocked) >= maxPenalised {
+		for q, until := range b.blocked {
+			if now.After(until) {
+				delete(b.blocked, q)
+			}
+		}
+	}
+	b.blocked[p] = now.Add(b.blockFor)
+	delete(b.strikes, p)
+	return true
+}
+
+func (b *penaltyBox) isBlocked(p peer.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	until, ok := b.blocked[p]
+	if !ok {
+		return false
+	}
+	if time.Now().After(until) {
+		delete(b.blocked, p)
+		return false
+	}
+	return true
+}
+
+// penalize counts an invalid delivery from p; a repeat offender is
+// disconnected and refused for Config.BlockFor.
+func (s *Swarm) penalize(p peer.ID, why string) {
+	s.met.invalidDeliveries.Inc()
+	if !s.penalties.strike(p, time.Now()) {
+		s.log.Debug("invalid delivery", "peer", p, "why", why)
+		return
+	}
+	s.log.Warn("peer blocked after repeated invalid deliveries", "peer", p, "for", s.cfg.BlockFor, "last", why)
+	s.errs.add("peer "+p.String()+" blocked: repeated invalid claims", time.Now())
+	s.met.peersBlocked.Inc()
+	select {
+	case s.kickCh <- p:
+	default:
+	}
+}
+
+// gater refuses blocked peers at every step of a connection. It only acts
+// on hosts the swarm builds; on a host passed in, blocked peers are
+// disconnected when they connect.
+type gater struct{ s *Swarm }
+
+func (g *gater) blocked(p peer.ID) bool {
+	return g.s.penalties != nil && g.s.penalties.isBlocked(p)
+}
+
+func (g *gater) InterceptPeerDial(p peer.ID) bool                 { return !g.blocked(p) }
+func (g *gater) InterceptAddrDial(p peer.ID, _ ma.Multiaddr) bool { return !g.blocked(p) }
+func (g *gater) InterceptAccept(network.ConnMultiaddrs) bool      { return true }
+func (g *gater) InterceptSecured(_ network.Direction, p peer.ID, _ network.ConnMultiaddrs) bool {
+	return !g.blocked(p)
+}
+func (g *gater) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }
+
+// ---- refused claims ----
+
+const maxRefused = 1 << 17
+
+// refusedSet remembers claims the store refused as untrusted, so periodic
+// syncs do not fetch them again: sync counts them as held. Bounded: the
+// oldest are forgotten first. Resync clears it (trust changed).
+type refusedSet struct {
+	mu    sync.Mutex
+	max   int
+	items map[store.SyncItem]struct{}
+	order []store.SyncItem
+}
+
+func newRefusedSet(max int) *refusedSet {
+	return &refusedSet{max: max, items: map[store.SyncItem]struct{}{}}
+}
+
+func (r *refusedSet) add(it store.SyncItem) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.items[it]; ok {
+		return
+	}
+	if len(r.order) >= r.max {
+		drop := r.order[:r.max/4]
+		for _, d := range drop {
+			delete(r.items, d)
+		}
+		r.order = slices.Delete(r.order, 0, len(drop))
+	}
+	r.items[it] = struct{}{}
+	r.order = append(r.order, it)
+}
+
+func (r *refusedSet) clear() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.items)
+	r.order = nil
+}
+
+func (r *refusedSet) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.items)
+}
+
+// snapshot returns the items in (ts, id) order.
+func (r *refusedSet) snapshot() []store.SyncItem {
+	r.mu.Lock()
+	out := slices.Clone(r.order)
+	r.mu.Unlock()
+	slices.SortFunc(out, store.SyncItem.Compare)
+	return out
+}
+
+// ---- gossip rate limits ----
+
+// peerLimiter is a token bucket of new claims per second per peer.
+type peerLimiter struct {
+	mu    sync.Mutex
+	rate  int
+	peers map[peer.ID]*rate.Limiter
+}
+
+func newPeerLimiter(perSec int) *peerLimiter {
+	return &peerLimiter{rate: perSec, peers: map[peer.ID]*rate.Limiter{}}
+}
+
+func (l *peerLimiter) allow(p peer.ID, n int) bool {
+	l.mu.Lock()
+	lim, ok := l.peers[p]
+	if !ok {
+		if len(l.peers) >= 4096 {
+			clear(l.peers)
+		}
+		lim = rate.NewLimiter(rate.Limit(l.rate), 5*l.rate) // a burst of five seconds' worth
+		l.peers[p] = lim
+	}
+	l.mu.Unlock()
+	return lim.AllowN(time.Now(), n)
+}
+
+func (l *peerLimiter) forget(p peer.ID) {
+	l.mu.Lock()
+	delete(l.peers, p)
+	l.mu.Unlock()
+}
+
+// ---- problems for the owner ----
+
+const maxErrors = 16
+
+// errorLog keeps the recent problems an owner should see in
+// /api/swarm/status, newest last, without repeats.
+type errorLog struct {
+	mu   sync.Mutex
+	msgs []string
+	at   []time.Time
+}
+
+func newErrorLog() *errorLog { return &errorLog{} }
+
+func (e *errorLog) add(msg string, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if i := slices.Index(e.msgs, msg); i >= 0 {
+		e.msgs = slices.Delete(e.msgs, i, i+1)
+		e.at = slices.Delete(e.at, i, i+1)
+	}
+	e.msgs = append(e.msgs, msg)
+	e.at = append(e.at, now)
+	if len(e.msgs) > maxErrors {
+		e.msgs = e.msgs[1:]
+		e.at = e.at[1:]
+	}
+}
+
+// recent returns messages younger than an hour.
+func (e *errorLog) recent(now time.Time) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for i, m := range e.msgs {
+		if now.Sub(e.at[i]) < time.Hour {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ---- connection events ----
+
+// onConnected runs in the network's notification path: it must not block.
+func (s *Swarm) onConnected(c network.Conn) {
+	p := c.RemotePeer()
+	if s.penalties.isBlocked(p) {
+		select {
+		case s.kickCh <- p:
+		default:
+		}
+		return
+	}
+	if len(s.host.Network().ConnsToPeer(p)) > 1 {
+		return // not the first connection to this peer
+	}
+	select {
+	case s.connCh <- p:
+	default: // the periodic sync covers it
+	}
+}
+
+func (s *Swarm) onDisconnected(c network.Conn) {
+	p := c.RemotePeer()
+	if s.host.Network().Connectedness(p) == network.Connected {
+		return
+	}
+	s.limiter.forget(p)
+}
+
+// runConnector dials peers found by mDNS and disconnects blocked peers.
+func (s *Swarm) runConnector(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-s.kickCh:
+			_ = s.host.Network().ClosePeer(p)
+		case ai := <-s.foundCh:
+			if ai.ID == s.host.ID() || s.host.Network().Connectedness(ai.ID) == network.Connected {
+				continue
+			}
+			if err := s.dial(ctx, ai); err != nil {
+				s.log.Debug("mdns peer unreachable", "peer", ai.ID, "err", err)
+			}
+		}
+	}
+}
+
+// mdnsNotifee hands LAN peers to the connector without blocking mDNS.
+type mdnsNotifee struct{ s *Swarm }
+
+func (n mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
+	select {
+	case n.s.foundCh <- ai:
+	default:
+	}
+}

@@ -1,0 +1,107 @@
+package swarm
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+const (
+	maxOutboundSyncs = 4  // sessions this node starts at once
+	maxInboundSyncs  = 8  // sessions peers may run against this node at once
+	periodicPeers    = 3  // peers reconciled with per period
+	interestEvery    = 10 // periods between interest fetches from one peer
+	sessionTimeout   = 30 * time.Minute
+)
+
+// runSyncScheduler starts sync sessions: with a peer right after it
+// connects (one side only, the one with the lower peer id, so a connection
+// costs one session), every SyncInterval with the few peers synced least
+// recently, and with every peer on Resync. It owns the session goroutines
+// and waits for them before returning.
+func (s *Swarm) runSyncScheduler(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	sem := make(chan struct{}, maxOutboundSyncs)
+	var mu sync.Mutex
+	running := map[peer.ID]bool{}
+	start := func(p peer.ID, interest bool) {
+		mu.Lock()
+		if running[p] {
+			mu.Unlock()
+			return
+		}
+		running[p] = true
+		mu.Unlock()
+		wg.Go(func() {
+			defer func() {
+				mu.Lock()
+				delete(running, p)
+				mu.Unlock()
+			}()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			sctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+			defer cancel()
+			if s.host.Network().Connectedness(p) != network.Connected {
+				return
+			}
+			if interest && s.cfg.Interest != nil {
+				s.fetchInterest(sctx, p)
+			}
+			_, _ = s.SyncWith(sctx, p)
+		})
+	}
+	period := func() time.Duration { // jittered ±20%
+		d := s.cfg.SyncInterval
+		return d*4/5 + time.Duration(rand.Int64N(int64(d)*2/5+1))
+	}
+	timer := time.NewTimer(period())
+	defer timer.Stop()
+	ticks := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-s.connCh:
+			if s.host.ID() < p || s.cfg.Interest != nil {
+				start(p, true)
+			}
+		case <-s.resyncCh:
+			for _, p := range s.host.Network().Peers() {
+				start(p, false)
+			}
+		case <-timer.C:
+			ticks++
+			for i, p := range s.leastRecentlySynced(periodicPeers) {
+				start(p, i == 0 && ticks%interestEvery == 0)
+			}
+			timer.Reset(period())
+		}
+	}
+}
+
+// leastRecentlySynced returns up to n connected peers that speak the sync
+// protocol, those synced longest ago first.
+func (s *Swarm) leastRecentlySynced(n int) []peer.ID {
+	var ps []peer.ID
+	for _, p := range s.host.Network().Peers() {
+		if ok, _ := s.host.Peerstore().SupportsProtocols(p, ProtocolSync); len(ok) > 0 {
+			ps = append(ps, p)
+		}
+	}
+	rand.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
+	slices.SortStableFunc(ps, func(a, b peer.ID) int {
+		return s.peerStats.lastSync(a).Compare(s.peerStats.lastSync(b))
+	})
+	return ps[:min(n, len(ps))]
+}

@@ -1,0 +1,169 @@
+package swarm
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// Status is a snapshot of the swarm's state.
+type Status struct {
+	PeerID       string
+	Addrs        []string // with /p2p/<peerId>
+	Name         string
+	Private      bool
+	Peers        int
+	DHTMode      string
+	RoutingTable int
+	Provided     int64
+	Sessions     int64
+	ClaimsSent   int64
+	ClaimsRecvd  int64
+	PeerSync     map[string]PeerSync
+	Errors       []string // recent problems for the owner, e.g. swarm key mismatch
+}
+
+// PeerSync is the sync state with one peer.
+type PeerSync struct {
+	LastSync    time.Time
+	LastError   string
+	RoundTrips  int
+	ClaimsSent  int64
+	ClaimsRecvd int64
+}
+
+// PeerInfo describes one connected peer.
+type PeerInfo struct {
+	PeerID         string
+	Addrs          []string
+	ConnectedSince time.Time
+	Latency        time.Duration
+	LastSync       time.Time
+	ClaimsSent     int64
+	ClaimsRecvd    int64
+}
+
+// Status returns the current state.
+func (s *Swarm) Status() Status {
+	st := Status{Name: s.cfg.Name, Private: s.cfg.PSK != nil, DHTMode: "off"}
+	if s.host == nil {
+		return st
+	}
+	st.PeerID = s.host.ID().String()
+	st.Addrs = s.Addrs()
+	st.Peers = len(s.host.Network().Peers())
+	if s.dht != nil {
+		st.DHTMode = "client"
+		if slices.Contains(s.host.Mux().Protocols(), protocol.ID(dhtPrefix+"/kad/1.0.0")) {
+			st.DHTMode = "server"
+		}
+		st.RoutingTable = s.dht.RoutingTable().Size()
+	}
+	st.Provided = s.counters.provided.Load()
+	st.Sessions = s.counters.sessions.Load()
+	st.ClaimsSent = s.counters.claimsSent.Load()
+	st.ClaimsRecvd = s.counters.claimsRecvd.Load()
+	st.PeerSync = s.peerStats.syncs()
+	st.Errors = s.errs.recent(time.Now())
+	return st
+}
+
+// Peers lists connected peers.
+func (s *Swarm) Peers() []PeerInfo {
+	if s.host == nil {
+		return nil
+	}
+	var out []PeerInfo
+	for _, p := range s.host.Network().Peers() {
+		pi := PeerInfo{PeerID: p.String(), Latency: s.host.Peerstore().LatencyEWMA(p)}
+		for _, c := range s.host.Network().ConnsToPeer(p) {
+			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr().String())
+			if o := c.Stat().Opened; pi.ConnectedSince.IsZero() || o.Before(pi.ConnectedSince) {
+				pi.ConnectedSince = o
+			}
+		}
+		if ps, ok := s.peerStats.get(p); ok {
+			pi.LastSync, pi.ClaimsSent, pi.ClaimsRecvd = ps.LastSync, ps.ClaimsSent, ps.ClaimsRecvd
+		}
+		out = append(out, pi)
+	}
+	slices.SortFunc(out, func(a, b PeerInfo) int {
+		switch {
+		case a.PeerID < b.PeerID:
+			return -1
+		case a.PeerID > b.PeerID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+const maxPeerStats = 1024
+
+// peerStats keeps sync figures per peer (bounded: the least recently
+// synced peers are forgotten first).
+type peerStats struct {
+	mu    sync.Mutex
+	peers map[peer.ID]*PeerSync
+}
+
+func newPeerStats() *peerStats { return &peerStats{peers: map[peer.ID]*PeerSync{}} }
+
+func (ps *peerStats) synced(st SyncStats) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	e, ok := ps.peers[st.Peer]
+	if !ok {
+		if len(ps.peers) >= maxPeerStats {
+			var oldest peer.ID
+			var at time.Time
+			for p, q := range ps.peers {
+				if oldest == "" || q.LastSync.Before(at) {
+					oldest, at = p, q.LastSync
+				}
+			}
+			delete(ps.peers, oldest)
+		}
+		e = &PeerSync{}
+		ps.peers[st.Peer] = e
+	}
+	e.RoundTrips = st.RoundTrips
+	e.ClaimsSent += st.ClaimsSent
+	e.ClaimsRecvd += st.ClaimsRecvd
+	if st.Err != nil {
+		e.LastError = st.Err.Error()
+		return
+	}
+	e.LastSync = time.Now()
+	e.LastError = ""
+}
+
+func (ps *peerStats) get(p peer.ID) (PeerSync, bool) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	e, ok := ps.peers[p]
+	if !ok {
+		return PeerSync{}, false
+	}
+	return *e, true
+}
+
+// lastSync returns when the last successful session with p ended.
+func (ps *peerStats) lastSync(p peer.ID) time.Time {
+	e, _ := ps.get(p)
+	return e.LastSync
+}
+
+func (ps *peerStats) syncs() map[string]PeerSync {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := make(map[string]PeerSync, len(ps.peers))
+	for p, e := range ps.peers {
+		out[p.String()] = *e
+	}
+	return out
+}

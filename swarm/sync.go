@@ -1,0 +1,526 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/metanode/metanode/store"
+)
+
+// ProtocolSync is the catch-up protocol: range-based set reconciliation.
+const ProtocolSync protocol.ID = "/metanode/sync/1.0.0"
+
+const (
+	maxTurns       = 64               // turns in one session (32 round trips)
+	frameTimeout   = 30 * time.Second // idle limit for one frame read or write
+	readyTimeout   = 30 * time.Second // how long a responder waits for its sync set
+	claimsPage     = 1024             // claims read from the store at once
+	submitBatch    = 4096             // claims per Submit call
+	submitWorkers  = 2                // Submit calls in flight per session: verify overlaps commit
+	maxWantsInTurn = 1 << 20          // wanted claims a peer may ask for in one turn
+)
+
+// SyncStats describes one finished sync session.
+type SyncStats struct {
+	Peer         peer.ID
+	Initiator    bool
+	RoundTrips   int   // turn pairs
+	Turns        int   // messages both ways
+	BytesSent    int64 // frames written, length prefixes included
+	BytesRecvd   int64
+	ClaimBytes   int64 // of which claims in wire form, both ways
+	ClaimsSent   int64
+	ClaimsRecvd  int64 // received claims the store accepted (not rejected)
+	ClaimsMoved  int64 // received claims, whatever the store said
+	Refused      int64 // received claims refused as untrusted
+	Invalid      int64 // received claims with bad signatures or encoding
+	Duration     time.Duration
+	Err          error
+	NoPushToPeer bool // the peer asked not to be sent claims
+}
+
+// session is one side of one sync session.
+type session struct {
+	s       *Swarm
+	peer    peer.ID
+	stream  network.Stream
+	fr      *frameReader
+	fw      *frameWriter
+	rec     reconciler
+	sub     *submitter
+	stats   SyncStats
+	rdec    rangeDecoder
+	started time.Time
+}
+
+// peerTurn is what the peer sent in one turn.
+type peerTurn struct {
+	hello  *hello
+	wants  []shortID
+	ranges []rangeEntry
+}
+
+func (t *peerTurn) final() bool { return len(t.wants) == 0 && len(t.ranges) == 0 }
+
+func (s *Swarm) newSession(ctx context.Context, st network.Stream, initiator bool) *session {
+	ss := &session{
+		s:       s,
+		peer:    st.Conn().RemotePeer(),
+		stream:  st,
+		fr:      newFrameReader(st),
+		fw:      newFrameWriter(st),
+		started: time.Now(),
+	}
+	ss.stats.Peer = ss.peer
+	ss.stats.Initiator = initiator
+	ss.rec = reconciler{
+		view: setView{set: s.cfg.Store.SyncSet(), extra: s.refused.snapshot()},
+		p:    s.reconcileParams,
+		push: true,
+		want: s.cfg.Interest == nil,
+	}
+	ss.sub = newSubmitter(ctx, s, ss.peer)
+	return ss
+}
+
+func (ss *session) localHello() hello {
+	var flags uint64
+	if !ss.rec.want {
+		flags |= flagNoPush
+	}
+	return hello{version: protoVersion, flags: flags, setLen: uint64(ss.rec.view.set.Len())}
+}
+
+func (ss *session) applyHello(h hello) {
+	if h.flags&flagNoPush != 0 {
+		ss.rec.push = false
+		ss.stats.NoPushToPeer = true
+	}
+}
+
+// SyncWith runs one reconciliation session with a connected peer as the
+// initiator and returns its figures (tests and the benchmark use it; the
+// scheduler calls it on connections and periodically).
+func (s *Swarm) SyncWith(ctx context.Context, p peer.ID) (SyncStats, error) {
+	if err := s.waitSyncReady(ctx); err != nil {
+		return SyncStats{Peer: p, Initiator: true, Err: err}, err
+	}
+	st, err := s.host.NewStream(network.WithNoDial(ctx, "sync"), p, ProtocolSync)
+	if err != nil {
+		err = fmt.Errorf("sync with %s: %w", p, err)
+		return SyncStats{Peer: p, Initiator: true, Err: err}, err
+	}
+	ss := s.newSession(ctx, st, true)
+	err = ss.run(ctx, true)
+	return ss.finish(err), err
+}
+
+// handleSync serves a session a peer started.
+func (s *Swarm) handleSync(st network.Stream) {
+	ctx := s.ctx
+	if !s.inbound.TryAcquire(1) {
+		s.refuse(st, errCodeBusy, "too many sync sessions")
+		return
+	}
+	defer s.inbound.Release(1)
+	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	err := s.waitSyncReady(rctx)
+	cancel()
+	if err != nil {
+		s.refuse(st, errCodeNotReady, "sync set loading")
+		return
+	}
+	ss := s.newSession(ctx, st, false)
+	ss.finish(ss.run(ctx, false))
+}
+
+func (s *Swarm) refuse(st network.Stream, code uint64, msg string) {
+	fw := newFrameWriter(st)
+	_ = st.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if fw.write(appendError(nil, code, msg)) == nil && fw.flush() == nil {
+		_ = st.Close()
+		return
+	}
+	_ = st.Reset()
+}
+
+func (s *Swarm) waitSyncReady(ctx context.Context) error {
+	select {
+	case <-s.cfg.Store.SyncReady():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sync set not ready: %w", context.Cause(ctx))
+	}
+}
+
+// run drives the session to its end. The stream is reset when ctx ends, so
+// no read blocks past shutdown (mocknet streams ignore deadlines).
+func (ss *session) run(ctx context.Context, initiator bool) (err error) {
+	stop := context.AfterFunc(ctx, func() { _ = ss.stream.Reset() })
+	defer stop()
+	defer func() {
+		if err != nil {
+			_ = ss.stream.Reset()
+			return
+		}
+		_ = ss.stream.Close()
+	}()
+
+	var peerWants []shortID
+	if initiator {
+		plan := ss.rec.initial()
+		h := ss.localHello()
+		if err := ss.sendTurn(ctx, &h, plan, nil); err != nil {
+			return err
+		}
+	}
+	for {
+		t, err := ss.readTurn(ctx)
+		if err != nil {
+			return err
+		}
+		if ss.stats.Turns++; ss.stats.Turns > maxTurns {
+			return fmt.Errorf("%w: more than %d turns", errProtocol, maxTurns)
+		}
+		var h *hello
+		if t.hello != nil {
+			ss.applyHello(*t.hello)
+			if !initiator {
+				lh := ss.localHello()
+				h = &lh
+			}
+		} else if ss.stats.Turns == 1 {
+			return fmt.Errorf("%w: first turn without HELLO", errProtocol)
+		}
+		if t.final() && h == nil {
+			return ss.sub.wait()
+		}
+		peerWants = t.wants
+		plan := ss.rec.respond(t.ranges)
+		if err := ss.sendTurn(ctx, h, plan, peerWants); err != nil {
+			return err
+		}
+		if plan.final() {
+			return ss.sub.wait()
+		}
+	}
+}
+
+// readTurn reads frames up to END; claims go to the submitter as they come.
+func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
+	var t peerTurn
+	var batch []store.Claim
+	first := ss.stats.Turns == 0
+	for {
+		_ = ss.stream.SetReadDeadline(time.Now().Add(frameTimeout))
+		frame, err := ss.fr.next()
+		ss.stats.BytesRecvd = ss.fr.n
+		if err != nil {
+			return t, fmt.Errorf("read sync frame: %w", err)
+		}
+		switch frame[0] {
+		case frameHello:
+			if !first || t.hello != nil {
+				return t, fmt.Errorf("%w: HELLO out of place", errProtocol)
+			}
+			h, err := decodeHello(frame)
+			if err != nil {
+				return t, err
+			}
+			t.hello = &h
+		case frameClaims:
+			claims, err := decodeClaims(frame[1:], maxFrame/minWireClaim)
+			if err != nil {
+				ss.s.penalize(ss.peer, "sync: "+err.Error())
+				return t, err
+			}
+			if !ss.rec.want {
+				return t, fmt.Errorf("%w: claims pushed after HELLO asked for none", errProtocol)
+			}
+			ss.stats.ClaimsMoved += int64(len(claims))
+			ss.stats.ClaimBytes += int64(len(frame))
+			batch = append(batch, claims...)
+			if len(batch) >= submitBatch {
+				if err := ss.sub.add(ctx, batch); err != nil {
+					return t, err
+				}
+				batch = nil
+			}
+		case frameWant:
+			w, err := decodeWant(frame)
+			if err != nil {
+				return t, err
+			}
+			if len(t.wants)+len(w) > maxWantsInTurn {
+				return t, fmt.Errorf("%w: more than %d wants in one turn", errProtocol, maxWantsInTurn)
+			}
+			t.wants = append(t.wants, w...)
+		case frameRanges:
+			rs, err := ss.rdec.decode(frame)
+			if err != nil {
+				return t, err
+			}
+			t.ranges = append(t.ranges, rs...)
+		case frameEnd:
+			if len(frame) != 1 {
+				return t, fmt.Errorf("%w: END with a body", errProtocol)
+			}
+			if first && t.hello == nil {
+				return t, fmt.Errorf("%w: first turn without HELLO", errProtocol)
+			}
+			ss.rdec = rangeDecoder{}
+			if len(batch) > 0 {
+				if err := ss.sub.add(ctx, batch); err != nil {
+					return t, err
+				}
+			}
+			return t, nil
+		case frameError:
+			return t, decodeError(frame)
+		default:
+			return t, fmt.Errorf("%w: unexpected frame type %#x", errProtocol, frame[0])
+		}
+	}
+}
+
+// sendTurn writes one turn: the claims the peer asked for and the ones it
+// lacks, our wants, our ranges, END.
+func (ss *session) sendTurn(ctx context.Context, h *hello, plan turnPlan, peerWants []shortID) error {
+	w := func(frame []byte) error {
+		_ = ss.stream.SetWriteDeadline(time.Now().Add(frameTimeout))
+		err := ss.fw.write(frame)
+		ss.stats.BytesSent = ss.fw.n
+		return err
+	}
+	if h != nil {
+		if err := w(appendHello(nil, *h)); err != nil {
+			return fmt.Errorf("write sync frame: %w", err)
+		}
+	}
+	cw := claimWriter{write: w, stats: &ss.stats}
+	if ss.rec.push {
+		items := slices.Clone(plan.pushItems)
+		for _, s := range peerWants {
+			lo, hi := s.span()
+			items = append(items, ss.rec.view.set.Items(lo, hi, 0)...)
+		}
+		for chunk := range slices.Chunk(items, claimsPage) {
+			claims, err := ss.s.cfg.Store.ClaimsByItems(ctx, chunk)
+			if err != nil {
+				return fmt.Errorf("read claims to send: %w", err)
+			}
+			if err := cw.add(claims, nil); err != nil {
+				return err
+			}
+		}
+		for _, pr := range plan.pushRanges {
+			if err := ss.streamRange(ctx, &cw, pr); err != nil {
+				return err
+			}
+		}
+		if err := cw.flush(); err != nil {
+			return err
+		}
+	}
+	wants := plan.wants
+	slices.SortFunc(wants, shortID.compare)
+	wants = slices.Compact(wants)
+	for chunk := range slices.Chunk(wants, maxWantPerFrame) {
+		if err := w(appendWant(nil, chunk)); err != nil {
+			return fmt.Errorf("write sync frame: %w", err)
+		}
+	}
+	for _, f := range encodeRanges(plan.ranges) {
+		if err := w(f); err != nil {
+			return fmt.Errorf("write sync frame: %w", err)
+		}
+	}
+	if err := w([]byte{frameEnd}); err != nil {
+		return fmt.Errorf("write sync frame: %w", err)
+	}
+	ss.stats.Turns++
+	if err := ss.fw.flush(); err != nil {
+		return fmt.Errorf("write sync frame: %w", err)
+	}
+	ss.stats.BytesSent = ss.fw.n
+	return nil
+}
+
+// streamRange sends every claim we hold in pr, page by page.
+func (ss *session) streamRange(ctx context.Context, cw *claimWriter, pr pushRange) error {
+	lo := pr.lo
+	for {
+		claims, err := ss.s.cfg.Store.ClaimsInRange(ctx, lo, pr.hi, claimsPage)
+		if err != nil {
+			return fmt.Errorf("read claims to send: %w", err)
+		}
+		if len(claims) == 0 {
+			return nil
+		}
+		last := claims[len(claims)-1]
+		if err := cw.add(claims, pr.skip); err != nil {
+			return err
+		}
+		if len(claims) < claimsPage {
+			return nil
+		}
+		lo = successor(store.SyncItem{TS: last.TS, ID: last.ID()})
+		if lo.Compare(pr.hi) >= 0 {
+			return nil
+		}
+	}
+}
+
+// successor returns the least item greater than it.
+func successor(it store.SyncItem) store.SyncItem {
+	for i := len(it.ID) - 1; i >= 0; i-- {
+		it.ID[i]++
+		if it.ID[i] != 0 {
+			return it
+		}
+	}
+	it.TS++
+	return it
+}
+
+// claimWriter packs claims into CLAIMS frames.
+type claimWriter struct {
+	write func([]byte) error
+	stats *SyncStats
+	cf    claimsFrame
+}
+
+func (cw *claimWriter) add(claims []store.Claim, skip map[shortID]struct{}) error {
+	for i := range claims {
+		c := &claims[i]
+		if skip != nil {
+			if _, ok := skip[shortOf(store.SyncItem{TS: c.TS, ID: c.ID()})]; ok {
+				continue
+			}
+		}
+		cw.cf.add(c)
+		cw.stats.ClaimsSent++
+		if cw.cf.size() >= claimsFrameFill {
+			if err := cw.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (cw *claimWriter) flush() error {
+	if cw.cf.n == 0 {
+		return nil
+	}
+	f := cw.cf.bytes()
+	cw.stats.ClaimBytes += int64(len(f))
+	cw.cf.reset()
+	if err := cw.write(f); err != nil {
+		return fmt.Errorf("write sync frame: %w", err)
+	}
+	return nil
+}
+
+// finish records the session's figures and returns them.
+func (ss *session) finish(err error) SyncStats {
+	if werr := ss.sub.wait(); err == nil {
+		err = werr
+	}
+	ss.stats.Duration = time.Since(ss.started)
+	ss.stats.RoundTrips = (ss.stats.Turns + 1) / 2
+	ss.stats.ClaimsRecvd = ss.sub.accepted.Load()
+	ss.stats.Refused = ss.sub.refused.Load()
+	ss.stats.Invalid = ss.sub.invalid.Load()
+	ss.stats.Err = err
+	ss.s.recordSync(ss.stats)
+	return ss.stats
+}
+
+// submitter stores claims received in a session, a few batches at a time,
+// so verifying one batch overlaps committing another and reading the next.
+type submitter struct {
+	s        *Swarm
+	peer     peer.ID
+	ch       chan []store.Claim
+	wg       sync.WaitGroup
+	once     sync.Once
+	mu       sync.Mutex
+	err      error
+	accepted atomicInt
+	refused  atomicInt
+	invalid  atomicInt
+}
+
+func newSubmitter(ctx context.Context, s *Swarm, p peer.ID) *submitter {
+	sub := &submitter{s: s, peer: p, ch: make(chan []store.Claim, submitWorkers)}
+	for range submitWorkers {
+		sub.wg.Go(func() {
+			for batch := range sub.ch {
+				if err := sub.store(ctx, batch); err != nil {
+					sub.mu.Lock()
+					if sub.err == nil {
+						sub.err = err
+					}
+					sub.mu.Unlock()
+				}
+			}
+		})
+	}
+	return sub
+}
+
+func (sub *submitter) add(ctx context.Context, batch []store.Claim) error {
+	select {
+	case sub.ch <- batch:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// wait drains the pipeline and returns the first store error.
+func (sub *submitter) wait() error {
+	sub.once.Do(func() { close(sub.ch) })
+	sub.wg.Wait()
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.err
+}
+
+func (sub *submitter) store(ctx context.Context, batch []store.Claim) error {
+	res, err := sub.s.cfg.Store.Submit(ctx, batch, store.SubmitOptions{Origin: store.OriginPeer})
+	if err != nil {
+		return fmt.Errorf("store synced claims: %w", err)
+	}
+	var bad int
+	for i, r := range res {
+		switch {
+		case r.Outcome != store.Rejected:
+			sub.accepted.Add(1)
+		case errors.Is(r.Err, store.ErrUntrusted):
+			sub.refused.Add(1)
+			sub.s.refused.add(store.SyncItem{TS: batch[i].TS, ID: r.ID})
+		case isInvalid(r.Err):
+			bad++
+		}
+	}
+	if bad > 0 {
+		sub.invalid.Add(int64(bad))
+		sub.s.penalize(sub.peer, fmt.Sprintf("sync: %d claims with bad signatures or encoding", bad))
+	}
+	return nil
+}
+
+// isInvalid reports a rejection that only a broken or hostile sender causes.
+func isInvalid(err error) bool {
+	return errors.Is(err, store.ErrBadSignature) || errors.Is(err, store.ErrMalformed) || errors.Is(err, store.ErrBadUID)
+}
