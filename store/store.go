@@ -2,15 +2,19 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// errNotImplemented marks the parts of the contract still being built.
-var errNotImplemented = errors.New("not implemented")
 
 // Defaults for Config fields left zero.
 const (
@@ -41,210 +45,292 @@ type Config struct {
 // it and is idempotent.
 type Store struct {
 	cfg Config
+	log *slog.Logger
+	met *metrics
+
+	life   sync.Mutex
+	state  atomic.Int32 // stateNew, stateOpen, stateClosed
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	truthW, cacheW *sql.DB // one connection each, owned by the writer
+	truthR, cacheR *sql.DB // read pools
+	rd             readStmts
+	reqs           chan *request
+	writerDone     chan struct{}
+	truthID        string
+
+	groups *groups
+	princ  *principals
+	trust  atomic.Pointer[trustView]
+	stats  statsCounters
+
+	sync       *SyncSet
+	syncReady  chan struct{}
+	syncMu     sync.Mutex
+	syncLoaded atomic.Bool
+	syncLog    []syncOp // resolved changes made while the loader runs
+
+	trustCh chan struct{}
+	hub     *hub
+
+	peerMu   sync.Mutex
+	peerCIDs map[string]string // uid → PeerIDCID(uid)
+}
+
+const (
+	stateNew int32 = iota
+	stateOpen
+	stateClosed
+)
+
+// statsCounters are published by the writer after each commit.
+type statsCounters struct {
+	records, live, tomb, files, fileSize, lastSeq, appliedSeq atomic.Int64
 }
 
 // New returns an unopened store.
-func New(cfg Config) *Store { return &Store{cfg: cfg} }
+func New(cfg Config) *Store {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxSkew <= 0 {
+		cfg.MaxSkew = DefaultMaxSkew
+	}
+	if cfg.EventRetention <= 0 {
+		cfg.EventRetention = DefaultEventRetention
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.Trust == "" {
+		cfg.Trust = TrustList
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Store{
+		cfg:        cfg,
+		log:        cfg.Logger.With("component", "store"),
+		groups:     newGroups(),
+		princ:      newPrincipals(),
+		sync:       NewSyncSet(),
+		syncReady:  make(chan struct{}),
+		trustCh:    make(chan struct{}, 1),
+		writerDone: make(chan struct{}),
+		peerCIDs:   map[string]string{},
+	}
+	s.met = newMetrics(cfg.Registerer)
+	s.hub = newHub(s)
+	return s
+}
 
 // Open opens the databases and starts the writer. ctx bounds only Open.
-func (s *Store) Open(ctx context.Context) error { return errNotImplemented }
+func (s *Store) Open(ctx context.Context) (err error) {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.state.Load() != stateNew {
+		return fmt.Errorf("open store: %w", ErrClosed)
+	}
+	if s.cfg.TruthPath == "" || s.cfg.CachePath == "" {
+		return errors.New("open store: TruthPath and CachePath are required")
+	}
+	if s.cfg.Trust != TrustList && s.cfg.Trust != TrustOpen {
+		return fmt.Errorf("open store: unknown trust mode %q", s.cfg.Trust)
+	}
+	if s.cfg.OwnUID != "" {
+		if err := CheckUID(s.cfg.OwnUID); err != nil {
+			return fmt.Errorf("open store: own uid: %w", err)
+		}
+	}
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				_ = closers[i]()
+			}
+		}
+	}()
+	truthPath, err := filepath.Abs(s.cfg.TruthPath)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	cachePath, err := filepath.Abs(s.cfg.CachePath)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	for _, p := range []string{truthPath, cachePath} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fmt.Errorf("open store: %w", err)
+		}
+	}
+
+	// Truth: open, gate, stamp.
+	if s.truthW, err = openDB(truthPath, truthWriter, 0); err != nil {
+		return fmt.Errorf("open truth: %w", err)
+	}
+	closers = append(closers, s.truthW.Close)
+	tconn, err := s.truthW.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("open truth %s: %w", truthPath, err)
+	}
+	closers = append(closers, tconn.Close)
+	if s.truthID, err = prepareTruth(ctx, tconn, truthPath); err != nil {
+		return fmt.Errorf("open truth: %w", err)
+	}
+
+	// Cache: a file of another layout is derived data; start it over.
+	cconn, err := s.openCache(ctx, cachePath)
+	if err != nil {
+		return fmt.Errorf("open cache: %w", err)
+	}
+	closers = append(closers, s.cacheW.Close, cconn.Close)
+
+	readConns := max(4, 2*runtime.GOMAXPROCS(0))
+	if s.truthR, err = openDB(truthPath, readPool, readConns); err != nil {
+		return fmt.Errorf("open truth: %w", err)
+	}
+	closers = append(closers, s.truthR.Close)
+	if s.cacheR, err = openDB(cachePath, readPool, readConns); err != nil {
+		return fmt.Errorf("open cache: %w", err)
+	}
+	closers = append(closers, s.cacheR.Close)
+	if err := s.prepareReads(ctx); err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	s.reqs = make(chan *request, 1024)
+	ready := make(chan error, 1)
+	s.wg.Add(1)
+	go s.runWriter(ctx, tconn, cconn, truthPath, ready)
+	select {
+	case err = <-ready:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		s.cancel(ErrClosed)
+		s.wg.Wait()
+		return fmt.Errorf("open store: %w", err)
+	}
+	s.wg.Add(1)
+	go s.loadSyncSet()
+	s.state.Store(stateOpen)
+	return nil
+}
+
+// openCache opens the cache and checks its layout, deleting and
+// recreating a file this build did not write.
+func (s *Store) openCache(ctx context.Context, path string) (*sql.Conn, error) {
+	for attempt := 0; ; attempt++ {
+		db, err := openDB(path, cacheWriter, 0)
+		if err != nil {
+			return nil, err
+		}
+		c, err := db.Conn(ctx)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		ok, err := prepareCache(ctx, c)
+		if err == nil && ok {
+			s.cacheW = db
+			return c, nil
+		}
+		c.Close()
+		db.Close()
+		if err != nil && attempt > 0 {
+			return nil, err
+		}
+		if attempt > 0 {
+			return nil, fmt.Errorf("%s is not a cache this build can use", path)
+		}
+		s.log.Warn("cache has another layout; rebuilding it from truth", "path", path, "err", err)
+		if err := removeDBFiles(path); err != nil {
+			return nil, err
+		}
+	}
+}
 
 // Close stops the writer, waits for it and closes the databases.
 // A second call returns ErrClosed.
-func (s *Store) Close() error { return errNotImplemented }
-
-// Submit checks, verifies (in parallel, skipping claims already stored) and
-// stores claims, and returns one result per claim in order once the commit
-// is durable. One bad claim never fails the others; the error is for the
-// whole call (store closed, ctx done, disk failure) and then nothing of the
-// call is acknowledged.
-func (s *Store) Submit(ctx context.Context, claims []Claim, opt SubmitOptions) ([]Result, error) {
-	return nil, errNotImplemented
+func (s *Store) Close() error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	switch s.state.Swap(stateClosed) {
+	case stateClosed:
+		return ErrClosed
+	case stateNew:
+		return nil
+	}
+	s.cancel(ErrClosed)
+	s.hub.close() // no subscription starts a pump after this
+	s.wg.Wait()
+	var errs []error
+	for _, db := range []*sql.DB{s.cacheR, s.truthR, s.cacheW, s.truthW} {
+		if err := db.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
 }
 
-// ---- records ----
-
-// Record returns the merged view of the record that h names (a rid or any
-// cid of the group). as, when set, overlays that signer's own live text
-// votes. ErrNotFound when h is unknown or the record has no fields.
-func (s *Store) Record(ctx context.Context, h, as string) (Record, error) {
-	return Record{}, errNotImplemented
+// ready reports ErrClosed unless the store is open.
+func (s *Store) ready() error {
+	if s.state.Load() != stateOpen {
+		return ErrClosed
+	}
+	return nil
 }
 
-// Resolve returns the rid of h (a rid or a cid).
-func (s *Store) Resolve(ctx context.Context, h string) (string, error) {
-	return "", errNotImplemented
+// do queues a request for the writer and waits for its answer.
+func (s *Store) do(ctx context.Context, r *request) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	r.done = make(chan struct{})
+	s.met.queue.Inc()
+	select {
+	case s.reqs <- r:
+	case <-ctx.Done():
+		s.met.queue.Dec()
+		return ctx.Err()
+	case <-s.writerDone:
+		s.met.queue.Dec()
+		return ErrClosed
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.writerDone:
+		// The writer answers every request it took before it stops.
+		select {
+		case <-r.done:
+			return r.err
+		default:
+			return ErrClosed
+		}
+	}
 }
 
-// Field returns one merged value of the record h names.
-func (s *Store) Field(ctx context.Context, h, key string) (string, error) {
-	return "", errNotImplemented
-}
-
-// Claims returns the live claims of the record h names.
-func (s *Store) Claims(ctx context.Context, h string, f ClaimFilter) (GroupClaims, error) {
-	return GroupClaims{}, errNotImplemented
-}
-
-// Merge checks and verifies claims and merges them in memory, storing
-// nothing; as overlays that signer's votes (given and held by this node).
-func (s *Store) Merge(ctx context.Context, claims []Claim, as string) (MergeResult, error) {
-	return MergeResult{}, errNotImplemented
-}
-
-// RIDs returns every record id, sorted.
-func (s *Store) RIDs(ctx context.Context) ([]string, error) { return nil, errNotImplemented }
-
-// List returns a page of records in rid order and the total count.
-func (s *Store) List(ctx context.Context, offset, limit int) ([]ListItem, int, error) {
-	return nil, 0, errNotImplemented
-}
-
-// Search returns a page of matching records in rid order and the number of hits.
-func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, int, error) {
-	return nil, 0, errNotImplemented
-}
-
-// Schema counts merged fields by path (numeric segments folded to "*").
-func (s *Store) Schema(ctx context.Context) (map[string]SchemaField, error) {
-	return nil, errNotImplemented
-}
-
-// Stats returns store-wide counters.
-func (s *Store) Stats(ctx context.Context) (Stats, error) { return Stats{}, errNotImplemented }
-
-// ---- local files ----
-
-// ApplyFiles applies file watcher changes in one transaction.
-func (s *Store) ApplyFiles(ctx context.Context, updates []FileUpdate) ([]FileResult, error) {
-	return nil, errNotImplemented
-}
-
-// LocalFiles returns every local_file row (the watcher compares them with
-// the disk to skip unchanged files).
-func (s *Store) LocalFiles(ctx context.Context) ([]LocalFile, error) {
-	return nil, errNotImplemented
-}
-
-// LocalFileForCID returns the local file of the record holding cid (the
-// lexicographically first path). ErrNotFound when there is none.
-func (s *Store) LocalFileForCID(ctx context.Context, cid string) (LocalFile, error) {
-	return LocalFile{}, errNotImplemented
-}
-
-// FileTuples lists every record with a local file, and their total size.
-func (s *Store) FileTuples(ctx context.Context) ([]FileTuple, int64, error) {
-	return nil, 0, errNotImplemented
-}
-
-// ---- scratch keys and wipe ----
-
-// KVGet reads a service scratch key.
-func (s *Store) KVGet(ctx context.Context, key string) (string, bool, error) {
-	return "", false, errNotImplemented
-}
-
-// KVPut writes a service scratch key; reserved prefixes give ErrReservedKV.
-func (s *Store) KVPut(ctx context.Context, key, value string) error { return errNotImplemented }
-
-// KVDelete deletes a service scratch key and reports whether it existed.
-func (s *Store) KVDelete(ctx context.Context, key string) (bool, error) {
-	return false, errNotImplemented
-}
-
-// Clear wipes both databases (trust list and identity excepted) and returns
-// how many claims were deleted.
-func (s *Store) Clear(ctx context.Context) (int, error) { return 0, errNotImplemented }
-
-// ---- events ----
-
-// Subscribe follows a stream. after == "": live tail only; a known id:
-// replay strictly after it, then live; an id older than retention: the
-// subscription's Gap is set and replay starts at the oldest retained event.
-func (s *Store) Subscribe(stream Stream, after string) (*Subscription, error) {
-	return nil, errNotImplemented
-}
-
-// Snapshot calls fn with one "set" event per merged key (key
-// file:<rid>/<field>) as of one consistent read, and returns the id of the
-// newest meta event at that point ("" when the stream is empty), to
-// Subscribe after.
-func (s *Store) Snapshot(ctx context.Context, fn func(Event) error) (string, error) {
-	return "", errNotImplemented
-}
-
-// Subscription is a live feed of one stream.
-type Subscription struct {
-	C   <-chan Event // closed when dropped as too slow, on Close, or when the store closes
-	Gap *Gap
-}
-
-// Close stops the subscription.
-func (sub *Subscription) Close() {}
-
-// Err says why C was closed: ErrSlowConsumer, ErrClosed, or nil after Close.
-func (sub *Subscription) Err() error { return nil }
-
-// ErrSlowConsumer closes a subscription whose buffer overflowed.
-var ErrSlowConsumer = errors.New("subscriber too slow: buffer overflowed")
-
-// ---- trust ----
-
-// TrustMode returns the node's policy.
-func (s *Store) TrustMode() TrustMode { return s.cfg.Trust }
-
-// Trusted reports whether claims of uid count (fast, in memory).
-func (s *Store) Trusted(uid string) bool { return false }
-
-// TrustList returns every signer this node accepts, and why.
-func (s *Store) TrustList(ctx context.Context) ([]TrustEntry, error) {
-	return nil, errNotImplemented
-}
-
-// Trust puts uid on the trust list (lifting a distrust).
-func (s *Store) Trust(ctx context.Context, uid, note string) error { return errNotImplemented }
-
-// Distrust removes uid from the trust list and blocks it even when vouched
-// for, until trusted again. Its claims stay in truth but stop counting.
-func (s *Store) Distrust(ctx context.Context, uid string) error { return errNotImplemented }
-
-// TrustChanges receives a value (coalesced) whenever the effective trusted
-// set changes, by the list or by a vouch claim; the swarm then re-syncs.
-func (s *Store) TrustChanges() <-chan struct{} { return nil }
-
-// ---- swarm support ----
-
-// SyncSet is the (ts, id) set of the claims this node shares: every stored
-// claim of a trusted signer, tombstones included. Wait for SyncReady first.
-func (s *Store) SyncSet() *SyncSet { return nil }
-
-// SyncReady is closed once the sync set is loaded (in the background after Open).
-func (s *Store) SyncReady() <-chan struct{} { return nil }
-
-// ClaimsByItems returns the stored claims with these (ts, id), skipping any
-// no longer stored.
-func (s *Store) ClaimsByItems(ctx context.Context, items []SyncItem) ([]Claim, error) {
-	return nil, errNotImplemented
-}
-
-// ClaimsInRange returns up to limit shared claims with lo <= (ts, id) < hi, in order.
-func (s *Store) ClaimsInRange(ctx context.Context, lo, hi SyncItem, limit int) ([]Claim, error) {
-	return nil, errNotImplemented
-}
-
-// FetchClaims returns every shared claim (tombstones included) of the group
-// holding cid, for the fetch protocol. Empty when cid is unknown.
-func (s *Store) FetchClaims(ctx context.Context, cid string) ([]Claim, error) {
-	return nil, errNotImplemented
-}
-
-// CIDs returns up to limit cids that have shared claims, after the given
-// one in string order ("" from the start): what the node provides in the DHT.
-func (s *Store) CIDs(ctx context.Context, after string, limit int) ([]string, error) {
-	return nil, errNotImplemented
-}
-
-// HasCID reports whether cid belongs to a record (claimed, linked, or a local file).
-func (s *Store) HasCID(ctx context.Context, cid string) (bool, error) {
-	return false, errNotImplemented
+// peerCID returns PeerIDCID(uid), cached.
+func (s *Store) peerCID(uid string) string {
+	s.peerMu.Lock()
+	defer s.peerMu.Unlock()
+	if c, ok := s.peerCIDs[uid]; ok {
+		return c
+	}
+	c, _ := PeerIDCID(uid)
+	if len(s.peerCIDs) > 1<<14 {
+		clear(s.peerCIDs)
+	}
+	s.peerCIDs[uid] = c
+	return c
 }

@@ -1,0 +1,247 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+)
+
+// truthVersion is the truth schema this build reads and writes
+// (meta schema-version). cacheVersion is the cache layout; a cache with
+// another version is thrown away and rebuilt, since it is derived.
+const (
+	truthVersion = "3"
+	cacheVersion = "metanode-cache-1"
+)
+
+// dbKind selects the pragmas of one connection pool.
+type dbKind int
+
+const (
+	truthWriter dbKind = iota // synchronous=FULL: an answer means durable
+	cacheWriter               // synchronous=NORMAL: the cache is rebuilt from truth if lost
+	readPool                  // query_only
+)
+
+// dsn is the one place that builds connection strings: every pragma the
+// store depends on is here. The path is escaped into a file: URI so that
+// '?' and '#' in a directory name cannot be read as URI syntax.
+func dsn(path string, kind dbKind) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(wal)")
+	q.Add("_pragma", "foreign_keys(off)")
+	q.Add("_pragma", "temp_store(memory)")
+	switch kind {
+	case truthWriter:
+		q.Add("_pragma", "synchronous(full)")
+		q.Add("_pragma", "cache_size(-32768)") // KiB
+		q.Add("_pragma", "wal_autocheckpoint(4000)")
+	case cacheWriter:
+		q.Add("_pragma", "synchronous(normal)")
+		q.Add("_pragma", "cache_size(-32768)")
+		q.Add("_pragma", "wal_autocheckpoint(4000)")
+	case readPool:
+		q.Add("_pragma", "cache_size(-8192)")
+		q.Add("_pragma", "query_only(1)")
+	}
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// openDB opens a pool on path. Writers get exactly one connection.
+func openDB(path string, kind dbKind, readConns int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path, kind))
+	if err != nil {
+		return nil, err
+	}
+	if kind == readPool {
+		db.SetMaxOpenConns(readConns)
+		db.SetMaxIdleConns(readConns)
+	} else {
+		db.SetMaxOpenConns(1)
+		db.SetMaxIdleConns(1)
+	}
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	return db, nil
+}
+
+const truthDDL = `
+CREATE TABLE IF NOT EXISTS principal(
+	pid INTEGER PRIMARY KEY,
+	uid TEXT NOT NULL UNIQUE
+) STRICT;
+CREATE TABLE IF NOT EXISTS claim(
+	cid   TEXT NOT NULL,
+	key   TEXT NOT NULL,
+	pid   INTEGER NOT NULL,
+	value ANY,
+	ts    INTEGER NOT NULL,
+	sig   BLOB NOT NULL,
+	id    BLOB NOT NULL,
+	seq   INTEGER NOT NULL,
+	PRIMARY KEY(cid, key, pid)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS claim_ts_id ON claim(ts, id);
+CREATE TABLE IF NOT EXISTS cid_group(
+	cid TEXT PRIMARY KEY,
+	rid TEXT NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta(
+	name  TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS trust(
+	uid   TEXT PRIMARY KEY,
+	state TEXT NOT NULL,
+	note  TEXT NOT NULL DEFAULT '',
+	added INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+`
+
+// The cache: the v1 key/value layout for derived rows, plus real tables
+// where a key/value row would not do. kv_field_v indexes merged rows by
+// field name (what follows "file:<26-char rid>/", i.e. from character 33).
+const cacheDDL = `
+CREATE TABLE IF NOT EXISTS kv(
+	k TEXT PRIMARY KEY,
+	v TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS claim_by_pid(
+	pid INTEGER NOT NULL,
+	cid TEXT NOT NULL,
+	key TEXT NOT NULL,
+	PRIMARY KEY(pid, cid, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS local_file(
+	path    TEXT PRIMARY KEY,
+	midhash TEXT NOT NULL,
+	size    INTEGER NOT NULL,
+	mtime   INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS local_file_midhash ON local_file(midhash, path);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(rid UNINDEXED, hay, tokenize='trigram');
+`
+
+const kvFieldIndexDDL = `CREATE INDEX IF NOT EXISTS kv_field_v ON kv(lower(substr(k, 33)), lower(v), v) WHERE k >= 'file:' AND k < 'file;'`
+
+func tableNames(ctx context.Context, c *sql.Conn) (map[string]bool, error) {
+	rows, err := c.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table'`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	names := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		names[n] = true
+	}
+	return names, rows.Err()
+}
+
+// prepareTruth is the schema gate: it refuses a v1 truth file (one with
+// the kv table), a file stamped with another version, and a file holding
+// claims without a stamp; it creates and stamps a fresh file. It returns
+// the truth file's identity, which the cache records so that a cache from
+// another truth file is never trusted.
+func prepareTruth(ctx context.Context, c *sql.Conn, path string) (string, error) {
+	names, err := tableNames(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	if names["kv"] {
+		return "", fmt.Errorf("%w: %s holds the v1 kv table (meta-core 1.x layout); convert it with the claims-migrate tool, or move the file away to start empty", ErrSchema, path)
+	}
+	version := ""
+	if names["meta"] {
+		err := c.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'schema-version'`).Scan(&version)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return "", err
+		}
+	}
+	switch {
+	case version == truthVersion:
+	case version != "":
+		return "", fmt.Errorf("%w: %s has schema-version %q and this build reads %q; use a matching metanode build, or move the file away to start empty", ErrSchema, path, version, truthVersion)
+	case names["claim"]:
+		var n int
+		if err := c.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM claim LIMIT 1)`).Scan(&n); err != nil {
+			return "", err
+		}
+		if n > 0 {
+			return "", fmt.Errorf("%w: %s holds claims but no schema-version; it was not written by metanode: move it away to start empty", ErrSchema, path)
+		}
+	}
+	if _, err := c.ExecContext(ctx, truthDDL); err != nil {
+		return "", fmt.Errorf("create truth schema: %w", err)
+	}
+	if version == "" {
+		id := make([]byte, 16)
+		_, _ = rand.Read(id)
+		_, err := c.ExecContext(ctx, `INSERT INTO meta(name, value) VALUES
+			('schema-version', ?), ('truth-id', ?), ('last_seq', '0'), ('rebuild_seq', '0')
+			ON CONFLICT(name) DO UPDATE SET value = excluded.value`, truthVersion, hex.EncodeToString(id))
+		if err != nil {
+			return "", fmt.Errorf("stamp truth schema: %w", err)
+		}
+	}
+	var truthID string
+	if err := c.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'truth-id'`).Scan(&truthID); err != nil {
+		return "", fmt.Errorf("read truth id: %w", err)
+	}
+	return truthID, nil
+}
+
+// prepareCache creates the cache schema. It reports false when the file
+// is not a cache this build wrote (another layout version): the caller
+// then deletes it and starts over.
+func prepareCache(ctx context.Context, c *sql.Conn) (bool, error) {
+	names, err := tableNames(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	if len(names) > 0 {
+		var v string
+		err := c.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = 'meta:cache_version'`).Scan(&v)
+		if err != nil || v != cacheVersion {
+			return false, nil
+		}
+	}
+	if _, err := c.ExecContext(ctx, cacheDDL); err != nil {
+		return false, fmt.Errorf("create cache schema: %w", err)
+	}
+	if _, err := c.ExecContext(ctx, kvFieldIndexDDL); err != nil {
+		return false, fmt.Errorf("create cache schema: %w", err)
+	}
+	if _, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO kv(k, v) VALUES('meta:cache_version', ?)`, cacheVersion); err != nil {
+		return false, fmt.Errorf("stamp cache: %w", err)
+	}
+	return true, nil
+}
+
+// removeDBFiles deletes a database and its WAL and shared-memory files.
+func removeDBFiles(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+func parseInt(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}

@@ -1,0 +1,515 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// SubscriberBuffer is how many events a subscriber may fall behind the
+// writer before it is dropped (ErrSlowConsumer); it then resumes from its
+// last id, replayed from the cache.
+const SubscriberBuffer = 4096
+
+// ErrSlowConsumer closes a subscription whose buffer overflowed.
+var ErrSlowConsumer = errors.New("subscriber too slow: buffer overflowed")
+
+// ---- event ids and rows ----
+
+// evState is the writer's bookkeeping for one stream.
+type evState struct {
+	lastMS, seq int64
+	count       int64  // rows kept
+	hwm         string // newest id written
+	horizon     string // newest id that is gone (trimmed, or a rebuild or clear marker)
+	dirty       bool
+}
+
+// next returns a new id: <ms13>-<seq10>, increasing even if the clock
+// steps back.
+func (e *evState) next(ms int64) string {
+	if ms > e.lastMS {
+		e.lastMS, e.seq = ms, 0
+	} else {
+		e.seq++
+	}
+	e.hwm = formatEventID(e.lastMS, e.seq)
+	e.dirty = true
+	return e.hwm
+}
+
+func (e *evState) setHWM(id string) {
+	e.hwm = id
+	if ms, seq, ok := parseEventID(id); ok {
+		e.lastMS, e.seq = ms, seq
+	}
+}
+
+func formatEventID(ms, seq int64) string {
+	var b [24]byte
+	pad := func(dst []byte, v int64) {
+		for i := len(dst) - 1; i >= 0; i-- {
+			dst[i] = byte('0' + v%10)
+			v /= 10
+		}
+	}
+	pad(b[:13], ms)
+	b[13] = '-'
+	pad(b[14:], seq)
+	return string(b[:])
+}
+
+// parseEventID accepts <ms>-<seq> with or without padding, and "0".
+func parseEventID(s string) (ms, seq int64, ok bool) {
+	a, b, found := strings.Cut(s, "-")
+	if !found {
+		b = "0"
+	}
+	ms, err1 := strconv.ParseInt(a, 10, 64)
+	seq, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || ms < 0 || seq < 0 || ms > 9_999_999_999_999 || seq > 9_999_999_999 {
+		return 0, 0, false
+	}
+	return ms, seq, true
+}
+
+func evPrefix(st Stream) string { return "ev:" + string(st) + "/" }
+func evEnd(st Stream) string    { return "ev:" + string(st) + "0" }
+
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+func metaEventData(typ, key string, ms int64) []byte {
+	b := make([]byte, 0, 48+len(key))
+	b = append(b, `{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, `","key":`...)
+	b = appendJSONString(b, key)
+	b = append(b, `,"ts":"`...)
+	b = strconv.AppendInt(b, ms, 10)
+	return append(b, `"}`...)
+}
+
+// fileEventData writes {"type","path","size","midhash256","oldPath","timestamp"}
+// with string values, omitting empty ones.
+func fileEventData(typ, path, size, midhash, oldPath string, ms int64) []byte {
+	b := append([]byte(`{"type":`), appendJSONString(nil, typ)...)
+	for _, f := range [][2]string{{"path", path}, {"size", size}, {"midhash256", midhash}, {"oldPath", oldPath}} {
+		if f[1] == "" {
+			continue
+		}
+		b = append(b, ',', '"')
+		b = append(b, f[0]...)
+		b = append(b, '"', ':')
+		b = appendJSONString(b, f[1])
+	}
+	b = append(b, `,"timestamp":"`...)
+	b = strconv.AppendInt(b, ms, 10)
+	return append(b, `"}`...)
+}
+
+// eventType reads "type" back from data the store wrote.
+func eventType(data string) string {
+	rest, ok := strings.CutPrefix(data, `{"type":"`)
+	if !ok {
+		return ""
+	}
+	t, _, _ := strings.Cut(rest, `"`)
+	return t
+}
+
+type streamEvent struct {
+	stream Stream
+	ev     Event
+}
+
+// emit writes one event row and queues it for the subscribers.
+func (w *writer) emit(b *batch, st Stream, typ string, data []byte) error {
+	e := w.ev[st]
+	id := e.next(b.nowMS)
+	if _, err := w.cPut.exec(evPrefix(st)+id, string(data)); err != nil {
+		return err
+	}
+	e.count++
+	b.events = append(b.events, streamEvent{st, Event{ID: id, Type: typ, Data: data}})
+	w.s.met.events.WithLabelValues(string(st)).Inc()
+	return nil
+}
+
+func (w *writer) emitMeta(b *batch, typ, key string) error {
+	return w.emit(b, StreamMeta, typ, metaEventData(typ, key, b.nowMS))
+}
+
+// finishEvents trims each stream to its retention (in chunks, so a trim
+// is not paid per event) and records the high-water marks.
+func (w *writer) finishEvents(b *batch) error {
+	keep := int64(w.s.cfg.EventRetention)
+	slack := max(64, keep/64)
+	dest := make([]driver.Value, 1)
+	for _, st := range []Stream{StreamMeta, StreamFiles} {
+		e := w.ev[st]
+		if e.count > keep+slack {
+			excess := e.count - keep
+			ok, err := w.cEvCut.one(dest, evPrefix(st), evEnd(st), excess-1)
+			if err != nil {
+				return err
+			}
+			if ok {
+				cut := asString(dest[0])
+				if _, err := w.cDelRange.exec(evPrefix(st), cut+"\x00"); err != nil {
+					return err
+				}
+				e.count -= excess
+				if err := w.setHorizon(st, strings.TrimPrefix(cut, evPrefix(st))); err != nil {
+					return err
+				}
+			}
+		}
+		if e.dirty {
+			if _, err := w.cPut.exec("evhwm:"+string(st), e.hwm); err != nil {
+				return err
+			}
+			e.dirty = false
+		}
+	}
+	return nil
+}
+
+// setHorizon records that every event up to id is gone. The hub learns it
+// before the commit that deletes them, so that a replay never skips
+// events unnoticed (at worst a replay is cut off for a trim that fails).
+func (w *writer) setHorizon(st Stream, id string) error {
+	w.ev[st].horizon = id
+	w.s.hub.setHorizons(map[Stream]string{st: id})
+	_, err := w.cPut.exec("meta:evtrim/"+string(st), id)
+	return err
+}
+
+// markGap makes every cursor issued so far get a Gap (after a rebuild, a
+// clear or a file reset): the horizon becomes a fresh id.
+func (w *writer) markGap(b *batch, st Stream) error {
+	id := w.ev[st].next(b.nowMS)
+	return w.setHorizon(st, id)
+}
+
+// ---- subscriptions ----
+
+type subState uint8
+
+const (
+	subReplaying subState = iota // the pump replays from the cache
+	subLive                      // the writer feeds C
+	subClosing                   // closed by the consumer while replaying
+	subClosed
+)
+
+// Subscription is a live feed of one stream.
+type Subscription struct {
+	C   <-chan Event // closed when dropped as too slow, on Close, or when the store closes
+	Gap *Gap
+
+	c      chan Event
+	h      *hub
+	stream Stream
+	stop   chan struct{}
+	state  subState // guarded by h.mu
+	skip   string   // events up to this id were replayed: not sent again live
+	err    error    // guarded by h.mu
+}
+
+// Close stops the subscription.
+func (sub *Subscription) Close() {
+	h := sub.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch sub.state {
+	case subReplaying:
+		sub.state = subClosing
+		close(sub.stop)
+	case subLive:
+		h.dropLocked(sub, nil)
+	}
+}
+
+// Err says why C was closed: ErrSlowConsumer, ErrClosed, or nil after Close.
+func (sub *Subscription) Err() error {
+	sub.h.mu.Lock()
+	defer sub.h.mu.Unlock()
+	return sub.err
+}
+
+// hub fans committed events out to subscribers. The writer publishes
+// after each cache commit without blocking: a full subscriber is dropped.
+type hub struct {
+	s       *Store
+	mu      sync.Mutex
+	subs    map[Stream]map[*Subscription]struct{}
+	last    map[Stream]string // newest id published
+	horizon map[Stream]string
+	closed  bool
+}
+
+func newHub(s *Store) *hub {
+	return &hub{
+		s:       s,
+		subs:    map[Stream]map[*Subscription]struct{}{StreamMeta: {}, StreamFiles: {}},
+		last:    map[Stream]string{},
+		horizon: map[Stream]string{},
+	}
+}
+
+func (h *hub) publish(evs []streamEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range evs {
+		h.last[e.stream] = e.ev.ID
+		for sub := range h.subs[e.stream] {
+			if sub.skip != "" {
+				if e.ev.ID <= sub.skip {
+					continue
+				}
+				sub.skip = ""
+			}
+			select {
+			case sub.c <- e.ev:
+			default:
+				h.dropLocked(sub, ErrSlowConsumer)
+			}
+		}
+	}
+}
+
+func (h *hub) setHorizons(m map[Stream]string) {
+	if len(m) == 0 {
+		return
+	}
+	h.mu.Lock()
+	for st, id := range m {
+		h.horizon[st] = id
+		if id > h.last[st] {
+			h.last[st] = id
+		}
+	}
+	h.mu.Unlock()
+}
+
+// dropLocked ends a live subscription.
+func (h *hub) dropLocked(sub *Subscription, err error) {
+	if sub.state == subClosed {
+		return
+	}
+	delete(h.subs[sub.stream], sub)
+	sub.state, sub.err = subClosed, err
+	close(sub.c)
+	h.s.met.subs.WithLabelValues(string(sub.stream)).Dec()
+}
+
+// close ends every live subscription; replaying ones end when their pump
+// sees the store's context end.
+func (h *hub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for _, m := range h.subs {
+		for sub := range m {
+			h.dropLocked(sub, ErrClosed)
+		}
+	}
+}
+
+// finish ends a replaying subscription from its pump.
+func (h *hub) finish(sub *Subscription, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sub.state != subClosed {
+		if sub.state == subClosing {
+			err = nil
+		}
+		sub.state, sub.err = subClosed, err
+		close(sub.c)
+		h.s.met.subs.WithLabelValues(string(sub.stream)).Dec()
+	}
+}
+
+// Subscribe follows a stream. after == "": live tail only; a known id:
+// replay strictly after it, then live; an id older than retention: the
+// subscription's Gap is set and replay starts at the oldest retained event.
+// "0" and "0-0" replay everything retained.
+func (s *Store) Subscribe(stream Stream, after string) (*Subscription, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	if stream != StreamMeta && stream != StreamFiles {
+		return nil, fmt.Errorf("%w: unknown stream %q", ErrMalformed, stream)
+	}
+	h := s.hub
+	sub := &Subscription{c: make(chan Event, SubscriberBuffer), h: h, stream: stream, stop: make(chan struct{})}
+	sub.C = sub.c
+	cursor := ""
+	if after != "" {
+		ms, seq, ok := parseEventID(after)
+		if !ok {
+			return nil, fmt.Errorf("%w: event id %q is not <ms>-<seq>", ErrMalformed, after)
+		}
+		cursor = formatEventID(ms, seq)
+		h.mu.Lock()
+		hz := h.horizon[stream]
+		h.mu.Unlock()
+		if hz != "" && cursor < hz {
+			sub.Gap = &Gap{Requested: after, Reason: "events before this cursor are no longer retained"}
+			evs, err := s.readEvents(context.Background(), stream, hz, 1)
+			if err != nil {
+				return nil, fmt.Errorf("subscribe: %w", err)
+			}
+			if len(evs) > 0 {
+				sub.Gap.ResumeFrom = evs[0].ID
+			}
+			cursor = hz
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	s.met.subs.WithLabelValues(string(stream)).Inc()
+	if after == "" {
+		sub.state = subLive
+		h.subs[stream][sub] = struct{}{}
+		return sub, nil
+	}
+	sub.state = subReplaying
+	s.wg.Add(1)
+	go s.pump(sub, cursor)
+	return sub, nil
+}
+
+// pump replays a subscription's backlog from the cache, then hands it to
+// the writer's live feed once nothing newer than its cursor is published.
+func (s *Store) pump(sub *Subscription, cursor string) {
+	defer s.wg.Done()
+	h := sub.h
+	const page = 512
+	for {
+		evs, err := s.readEvents(s.ctx, sub.stream, cursor, page)
+		if err != nil {
+			h.finish(sub, ErrClosed)
+			return
+		}
+		h.mu.Lock()
+		trimmed := h.horizon[sub.stream] > cursor
+		h.mu.Unlock()
+		if trimmed {
+			h.finish(sub, ErrSlowConsumer) // the backlog was trimmed under us
+			return
+		}
+		for _, e := range evs {
+			select {
+			case sub.c <- e:
+				cursor = e.ID
+			case <-sub.stop:
+				h.finish(sub, nil)
+				return
+			case <-s.ctx.Done():
+				h.finish(sub, ErrClosed)
+				return
+			}
+		}
+		if len(evs) == page {
+			continue
+		}
+		h.mu.Lock()
+		switch {
+		case sub.state == subClosing:
+			h.mu.Unlock()
+			h.finish(sub, nil)
+			return
+		case h.closed:
+			h.mu.Unlock()
+			h.finish(sub, ErrClosed)
+			return
+		case h.last[sub.stream] <= cursor:
+			sub.state, sub.skip = subLive, cursor
+			h.subs[sub.stream][sub] = struct{}{}
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+	}
+}
+
+// readEvents returns up to limit events of st after the id cursor.
+func (s *Store) readEvents(ctx context.Context, st Stream, cursor string, limit int) ([]Event, error) {
+	rows, err := s.cacheR.QueryContext(ctx, `SELECT k, v FROM kv WHERE k > ? AND k < ? ORDER BY k LIMIT ?`,
+		evPrefix(st)+cursor, evEnd(st), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out = append(out, Event{ID: strings.TrimPrefix(k, evPrefix(st)), Type: eventType(v), Data: json.RawMessage(v)})
+	}
+	return out, rows.Err()
+}
+
+// Snapshot calls fn with one "set" event per merged key (key
+// file:<rid>/<field>) as of one consistent read, and returns the id of the
+// newest meta event at that point ("" when the stream is empty), to
+// Subscribe after. Snapshot events carry no id.
+func (s *Store) Snapshot(ctx context.Context, fn func(Event) error) (string, error) {
+	if err := s.ready(); err != nil {
+		return "", err
+	}
+	tx, err := s.cacheR.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
+	defer tx.Rollback()
+	var id string
+	err = tx.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = ?`, "evhwm:"+string(StreamMeta)).Scan(&id)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT k FROM kv WHERE k >= 'file:' AND k < 'file;' ORDER BY k`)
+	if err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
+	defer rows.Close()
+	ms := s.cfg.Now().UnixMilli()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return "", fmt.Errorf("snapshot: %w", err)
+		}
+		if err := fn(Event{Type: "set", Data: metaEventData("set", k, ms)}); err != nil {
+			return "", err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
+	return id, nil
+}

@@ -1,0 +1,415 @@
+package store
+
+import (
+	"database/sql/driver"
+	"fmt"
+	"strconv"
+)
+
+// ck names the truth rows of one (cid, key): one per signer.
+type ck struct{ cid, key string }
+
+type cbpRow struct {
+	pid      int64
+	cid, key string
+}
+
+// batch is the writer's state for one group commit: what the truth
+// transaction changed, for the cache transaction to apply.
+type batch struct {
+	w       *writer
+	rows    map[ck][]row    // every stored row of a (cid, key), as of now in the transaction
+	fresh   map[string]bool // cids known to have no rows before this batch
+	keys    map[ck]struct{} // (cid, key) whose merged value may have changed
+	full    map[string]bool // rids to recompute in full (joined, gained a cid)
+	created map[string]bool // rids created in this batch: no cache rows yet
+	lost    map[string]bool // rids absorbed by a join
+	local   map[string]bool // rids whose box-local fields to refresh
+	fts     map[string]bool // rids whose search row to rewrite
+	cbp     []cbpRow        // new claim_by_pid rows
+	sync    []syncOp        // sync set changes, in order
+	events  []streamEvent   // events written in this batch, for the subscribers
+	claims  int             // claims that reached the writer
+
+	startView    *trustView
+	viewCloned   bool
+	viewChanged  bool // the list or the vouches changed
+	trustChanged bool // the effective trusted set changed
+	rebuild      bool // truth changes a per-claim catch-up could not replay
+	nowMS        int64
+}
+
+func newBatch(w *writer) *batch {
+	return &batch{
+		w:         w,
+		rows:      map[ck][]row{},
+		fresh:     map[string]bool{},
+		keys:      map[ck]struct{}{},
+		full:      map[string]bool{},
+		created:   map[string]bool{},
+		lost:      map[string]bool{},
+		local:     map[string]bool{},
+		fts:       map[string]bool{},
+		startView: w.view,
+		nowMS:     w.s.cfg.Now().UnixMilli(),
+	}
+}
+
+// load returns every stored row of k, reading truth once per batch.
+func (b *batch) load(k ck) ([]row, error) {
+	if rs, ok := b.rows[k]; ok {
+		return rs, nil
+	}
+	if b.fresh[k.cid] {
+		b.rows[k] = nil
+		return nil, nil
+	}
+	var rs []row
+	err := b.w.tSelRows.query(func(d []driver.Value) error {
+		rs = append(rs, rowFromValue(asInt(d[0]), d[1], asInt(d[2]), asID(d[3])))
+		return nil
+	}, k.cid, k.key)
+	if err != nil {
+		return nil, err
+	}
+	b.rows[k] = rs
+	return rs, nil
+}
+
+// cloneView gives the batch its own trust view to change.
+func (b *batch) cloneView() {
+	if !b.viewCloned {
+		b.w.view = b.w.view.clone()
+		b.viewCloned = true
+	}
+}
+
+// truthPhase runs the truth transaction of a batch.
+func (w *writer) truthPhase(b *batch, reqs []*request) error {
+	needed := false
+	for _, r := range reqs {
+		if r.kind == reqSubmit || r.kind == reqTrust || r.kind == reqFiles {
+			needed = true
+		}
+	}
+	if !needed {
+		return nil
+	}
+	if err := w.t.exec("BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	startSeq := w.lastSeq
+	for _, r := range reqs {
+		var err error
+		switch r.kind {
+		case reqSubmit:
+			err = w.ingest(b, r)
+		case reqTrust:
+			err = w.setTrust(b, r)
+		case reqFiles:
+			err = w.fileGroups(b, r)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if b.viewChanged {
+		b.w.view.build()
+		if err := w.trustDelta(b, b.startView, w.view); err != nil {
+			return err
+		}
+	}
+	if b.rebuild {
+		w.lastSeq++
+		w.rebuildSeq = w.lastSeq
+		if _, err := w.tSetMeta.exec("rebuild_seq", strconv.FormatInt(w.rebuildSeq, 10)); err != nil {
+			return err
+		}
+	}
+	if w.lastSeq != startSeq {
+		for _, m := range [][2]string{
+			{"last_seq", strconv.FormatInt(w.lastSeq, 10)},
+			{"claims_live", strconv.FormatInt(w.live, 10)},
+			{"claims_tomb", strconv.FormatInt(w.tomb, 10)},
+		} {
+			if _, err := w.tSetMeta.exec(m[0], m[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return w.t.exec("COMMIT")
+}
+
+// ingest stores the claims of one Submit (claims.md §4). Claims already
+// refused (prefilled results) are skipped; the rest get their outcome.
+func (w *writer) ingest(b *batch, r *request) error {
+	for i := range r.claims {
+		res := &r.results[i]
+		if res.Outcome == Rejected {
+			continue
+		}
+		c := &r.claims[i]
+		id := r.ids[i]
+		b.claims++
+		if !w.view.trusted(c.UID) {
+			res.Outcome, res.Err = Rejected, fmt.Errorf("%w: %s is not trusted by this node", ErrUntrusted, c.UID)
+			continue
+		}
+		pid, err := w.pidFor(c.UID)
+		if err != nil {
+			return err
+		}
+		peer := isPeerCID(c.CID)
+		if !peer {
+			if _, ok := w.s.groups.ridOf(c.CID); !ok {
+				if err := w.newGroup(b, c.CID); err != nil {
+					return err
+				}
+			}
+		}
+		k := ck{c.CID, c.Key}
+		rows, err := b.load(k)
+		if err != nil {
+			return err
+		}
+		// A live link joins groups whether or not it becomes the row:
+		// arrival order must not decide the groups (a retraction that
+		// arrived first would otherwise make the link stale and unjoined).
+		if target, live := c.LinkTarget(); live && !peer && !isPeerCID(target) {
+			if err := w.link(b, c.CID, target); err != nil {
+				return err
+			}
+		}
+		nr := rowOf(pid, c, id)
+		oi := -1
+		for j := range rows {
+			if rows[j].pid == pid {
+				oi = j
+				break
+			}
+		}
+		if oi >= 0 {
+			if rows[oi].id == id {
+				res.Outcome = Unchanged
+				continue
+			}
+			if rows[oi].beats(&nr) {
+				res.Outcome = Stale
+				continue
+			}
+		}
+		if r.recheck != nil && r.recheck[i] {
+			// Verification was skipped because the claim looked stored; it
+			// is not, so it is verified before it can become a row.
+			if err := c.VerifyID(id); err != nil {
+				res.Outcome, res.Err = Rejected, err
+				continue
+			}
+		}
+		w.lastSeq++
+		if _, err := w.tUpsert.exec(c.CID, c.Key, pid, sqlValue(c), int64(c.TS), c.Sig[:], id[:], w.lastSeq); err != nil {
+			return err
+		}
+		res.Outcome, res.Stored = Accepted, true
+		if oi >= 0 {
+			old := rows[oi]
+			if old.kind == nr.kind && old.val == nr.val {
+				res.Outcome = Unchanged
+			}
+			w.count(old.kind, -1)
+			rows[oi] = nr
+			b.sync = append(b.sync, syncOp{pid: pid, del: old.item(), hasDel: true, add: nr.item(), hasAdd: true})
+		} else {
+			b.rows[k] = append(rows, nr)
+			b.cbp = append(b.cbp, cbpRow{pid, c.CID, c.Key})
+			b.sync = append(b.sync, syncOp{pid: pid, add: nr.item(), hasAdd: true})
+		}
+		w.count(nr.kind, 1)
+		b.keys[k] = struct{}{}
+		if uid, ok := vouchOf(c, w.s.peerCID); ok {
+			b.cloneView()
+			if w.view.setVouch(c.UID, uid, c.Kind == KindText && string(c.Value) == "true") {
+				w.view.build()
+				b.viewChanged = true
+			}
+		}
+	}
+	return nil
+}
+
+func (w *writer) count(k Kind, d int64) {
+	if k == KindRetraction {
+		w.tomb += d
+	} else {
+		w.live += d
+	}
+}
+
+// pidFor returns uid's pid, adding a principal row for a new signer.
+func (w *writer) pidFor(uid string) (int64, error) {
+	if pid, ok := w.s.princ.pidOf(uid); ok {
+		return pid, nil
+	}
+	pid, err := w.tInsPrincipal.execID(uid)
+	if err != nil {
+		return 0, err
+	}
+	w.s.princ.add(uid, pid)
+	return pid, nil
+}
+
+// newGroup gives a cid with no group a record of its own.
+func (w *writer) newGroup(b *batch, cid string) error {
+	rid := NewRID()
+	if _, err := w.tSetGroup.exec(cid, rid); err != nil {
+		return err
+	}
+	w.s.groups.add(cid, rid)
+	b.created[rid] = true
+	b.fresh[cid] = true
+	return nil
+}
+
+// link puts target in the group of cid, joining two groups if needed: the
+// smaller rid survives. A crash before the cache commit then needs a full
+// rebuild (the losing rid is gone from truth).
+func (w *writer) link(b *batch, cid, target string) error {
+	g := w.s.groups
+	ra, _ := g.ridOf(cid)
+	rb, ok := g.ridOf(target)
+	if !ok {
+		if _, err := w.tSetGroup.exec(target, ra); err != nil {
+			return err
+		}
+		g.add(target, ra)
+		b.fresh[target] = true
+		b.full[ra] = true
+		b.rebuild = true
+		return nil
+	}
+	if ra == rb {
+		return nil
+	}
+	survivor, loser, moved := g.join(ra, rb)
+	for _, c := range moved {
+		if _, err := w.tSetGroup.exec(c, survivor); err != nil {
+			return err
+		}
+	}
+	b.full[survivor] = true
+	delete(b.full, loser)
+	b.lost[loser] = true
+	b.rebuild = true
+	return nil
+}
+
+// setTrust writes a trust-list change.
+func (w *writer) setTrust(b *batch, r *request) error {
+	b.cloneView()
+	row := trustRow{state: r.state, note: r.note, added: w.s.cfg.Now()}
+	if old, ok := w.view.list[r.uid]; ok && old.state == r.state {
+		row.added = old.added
+		if r.note == "" {
+			row.note = old.note
+		}
+	}
+	if _, err := w.tSetTrust.exec(r.uid, row.state, row.note, row.added.UnixMilli()); err != nil {
+		return err
+	}
+	w.view.list[r.uid] = row
+	w.view.build()
+	b.viewChanged = true
+	b.rebuild = true
+	return nil
+}
+
+// fileGroups gives the new cids of file updates a record.
+func (w *writer) fileGroups(b *batch, r *request) error {
+	for _, u := range r.files {
+		if u.Op != FileAdd && u.Op != FileChange && u.Op != FileRename {
+			continue
+		}
+		if _, ok := w.s.groups.ridOf(u.File.CID); ok {
+			continue
+		}
+		if err := w.newGroup(b, u.File.CID); err != nil {
+			return err
+		}
+		b.rebuild = true
+	}
+	return nil
+}
+
+// trustDelta handles signers whose trust changed during the batch: their
+// stored claims join or leave the sync set, their votes are re-merged and,
+// when they become trusted, their live links join groups.
+func (w *writer) trustDelta(b *batch, from, to *trustView) error {
+	cands := map[string]struct{}{}
+	for _, v := range []*trustView{from, to} {
+		for u := range v.eff {
+			cands[u] = struct{}{}
+		}
+		for u := range v.list {
+			cands[u] = struct{}{}
+		}
+	}
+	for _, uid := range sortedKeys(cands) {
+		now := to.trusted(uid)
+		if from.trusted(uid) == now {
+			continue
+		}
+		b.trustChanged = true
+		pid, ok := w.s.princ.pidOf(uid)
+		if !ok {
+			continue
+		}
+		var keys []ck
+		err := w.cSelCBP.query(func(d []driver.Value) error {
+			keys = append(keys, ck{asString(d[0]), asString(d[1])})
+			return nil
+		}, pid)
+		if err != nil {
+			return err
+		}
+		for _, r := range b.cbp {
+			if r.pid == pid {
+				keys = append(keys, ck{r.cid, r.key})
+			}
+		}
+		for _, k := range keys {
+			rows, err := b.load(k)
+			if err != nil {
+				return err
+			}
+			for j := range rows {
+				if rows[j].pid != pid {
+					continue
+				}
+				rw := rows[j]
+				b.keys[k] = struct{}{}
+				if !now {
+					b.sync = append(b.sync, syncOp{pid: pid, del: rw.item(), hasDel: true})
+					break
+				}
+				b.sync = append(b.sync, syncOp{pid: pid, add: rw.item(), hasAdd: true})
+				if target, isLink := cutLink(k.key); isLink && rw.kind == KindText && rw.val == "true" &&
+					!isPeerCID(k.cid) && !isPeerCID(target) {
+					if _, has := w.s.groups.ridOf(k.cid); has {
+						if err := w.link(b, k.cid, target); err != nil {
+							return err
+						}
+					}
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func cutLink(key string) (string, bool) {
+	if !IsLinkKey(key) {
+		return "", false
+	}
+	return key[len(LinkPrefix):], true
+}

@@ -1,0 +1,43 @@
+package store
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are always collected; they are registered only when the store
+// is given a Registerer.
+type metrics struct {
+	claims *prometheus.CounterVec
+	queue  prometheus.Gauge
+	commit prometheus.Histogram
+	batch  prometheus.Histogram
+	events *prometheus.CounterVec
+	subs   *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metanode_store_claims_total", Help: "Claims submitted, by outcome.",
+		}, []string{"outcome"}),
+		queue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "metanode_store_queue_depth", Help: "Requests waiting for the writer.",
+		}),
+		commit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "metanode_store_commit_seconds", Help: "Time to commit one batch (truth and cache).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "metanode_store_batch_claims", Help: "Claims per group commit.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8),
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metanode_store_events_total", Help: "Events appended, by stream.",
+		}, []string{"stream"}),
+		subs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "metanode_store_subscribers", Help: "Open subscriptions, by stream.",
+		}, []string{"stream"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.claims, m.queue, m.commit, m.batch, m.events, m.subs)
+	}
+	return m
+}

@@ -1,0 +1,478 @@
+package store
+
+import (
+	"context"
+	"database/sql/driver"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// queryOnce prepares, runs and finalizes a statement (boot-time reads).
+func (rc *rawConn) queryOnce(query string, fn func([]driver.Value) error, args ...driver.Value) error {
+	st, err := rc.c.(driver.ConnPrepareContext).PrepareContext(bg, query)
+	if err != nil {
+		return fmt.Errorf("prepare %q: %w", query, err)
+	}
+	defer st.Close()
+	p := &rawStmt{st: st, sql: query}
+	return p.query(fn, args...)
+}
+
+// execOnce runs a statement with arguments once.
+func (rc *rawConn) execOnce(query string, args ...driver.Value) (int64, error) {
+	st, err := rc.c.(driver.ConnPrepareContext).PrepareContext(bg, query)
+	if err != nil {
+		return 0, fmt.Errorf("prepare %q: %w", query, err)
+	}
+	defer st.Close()
+	p := &rawStmt{st: st, sql: query}
+	return p.exec(args...)
+}
+
+// loadState reads the writer's in-memory state from truth: counters,
+// principals, groups, the trust list and the live vouches.
+func (w *writer) loadState() error {
+	s := w.s
+	meta := map[string]string{}
+	err := w.t.queryOnce(`SELECT name, value FROM meta`, func(d []driver.Value) error {
+		meta[asString(d[0])] = asString(d[1])
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w.lastSeq = parseInt(meta["last_seq"])
+	w.rebuildSeq = parseInt(meta["rebuild_seq"])
+	w.live = parseInt(meta["claims_live"])
+	w.tomb = parseInt(meta["claims_tomb"])
+
+	s.princ.reset()
+	err = w.t.queryOnce(`SELECT pid, uid FROM principal`, func(d []driver.Value) error {
+		s.princ.add(asString(d[1]), asInt(d[0]))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rids := map[string]string{}
+	err = w.t.queryOnce(`SELECT cid, rid FROM cid_group`, func(d []driver.Value) error {
+		rids[asString(d[0])] = asString(d[1])
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.groups.reset(rids)
+
+	v := &trustView{mode: s.cfg.Trust, own: s.cfg.OwnUID, list: map[string]trustRow{}, vouches: map[string]map[string]struct{}{}}
+	err = w.t.queryOnce(`SELECT uid, state, note, added FROM trust`, func(d []driver.Value) error {
+		v.list[asString(d[0])] = trustRow{state: asString(d[1]), note: asString(d[2]), added: time.UnixMilli(asInt(d[3]))}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Vouches live on libp2p-key cids ("bafz…"), under vouch/.
+	err = w.t.queryOnce(`SELECT cid, key, pid, value FROM claim
+		WHERE cid >= 'bafz' AND cid < 'bafz~' AND key >= 'vouch/' AND key < 'vouch0'`, func(d []driver.Value) error {
+		cid, key := asString(d[0]), asString(d[1])
+		val, isText := d[3].(string)
+		c := Claim{UID: s.princ.uidOf(asInt(d[2])), CID: cid, Key: key}
+		if uid, ok := vouchOf(&c, s.peerCID); ok && isText && val == "true" {
+			v.setVouch(c.UID, uid, true)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w.view = v.build()
+	s.trust.Store(w.view)
+	return nil
+}
+
+// cacheState is what the cache says about itself at boot.
+type cacheState struct {
+	applied    int64
+	hasApplied bool
+	truthID    string
+}
+
+// loadCacheState reads the cache's counters and event bookkeeping.
+func (w *writer) loadCacheState() (cacheState, error) {
+	var cs cacheState
+	meta := map[string]string{}
+	err := w.c.queryOnce(`SELECT k, v FROM kv WHERE (k >= 'meta:' AND k < 'meta;') OR (k >= 'evhwm:' AND k < 'evhwm;') OR (k >= 'idx:count/' AND k < 'idx:count0')`,
+		func(d []driver.Value) error {
+			meta[asString(d[0])] = asString(d[1])
+			return nil
+		})
+	if err != nil {
+		return cs, err
+	}
+	cs.truthID = meta["meta:truth_id"]
+	var applied string
+	applied, cs.hasApplied = meta["meta:applied_seq"]
+	cs.applied = parseInt(applied)
+	w.records = parseInt(meta["idx:count/records"])
+
+	w.schema, w.schemaDirty = map[string]*[4]int64{}, map[string]bool{}
+	err = w.c.queryOnce(`SELECT k, v FROM kv WHERE k >= 'idx:schema/' AND k < 'idx:schema0'`, func(d []driver.Value) error {
+		c := parseSchemaCounts(asString(d[1]))
+		w.schema[strings.TrimPrefix(asString(d[0]), "idx:schema/")] = &c
+		return nil
+	})
+	if err != nil {
+		return cs, err
+	}
+	w.ev = map[Stream]*evState{}
+	for _, st := range []Stream{StreamMeta, StreamFiles} {
+		e := &evState{horizon: meta["meta:evtrim/"+string(st)]}
+		e.setHWM(meta["evhwm:"+string(st)])
+		err := w.c.queryOnce(`SELECT count(*) FROM kv WHERE k >= ? AND k < ?`, func(d []driver.Value) error {
+			e.count = asInt(d[0])
+			return nil
+		}, evPrefix(st), evEnd(st))
+		if err != nil {
+			return cs, err
+		}
+		w.ev[st] = e
+	}
+	err = w.c.queryOnce(`SELECT count(*), coalesce(sum(size), 0) FROM local_file`, func(d []driver.Value) error {
+		w.files, w.fileSize = asInt(d[0]), asInt(d[1])
+		return nil
+	})
+	return cs, err
+}
+
+// reloadCacheCounters resets the cache counters after a failed cache
+// transaction (the in-memory deltas of the rolled-back batch are void).
+func (w *writer) reloadCacheCounters() {
+	if _, err := w.loadCacheState(); err != nil {
+		w.s.log.Error("reload cache counters", "err", err)
+	}
+}
+
+// boot loads the state and brings the cache up to truth: nothing to do
+// after a clean stop; a catch-up of the claims past applied_seq after an
+// unclean one; a full rebuild when the cache is missing, belongs to
+// another truth file, or truth changed in ways a catch-up cannot replay.
+func (w *writer) boot(ctx context.Context) error {
+	if err := w.loadState(); err != nil {
+		return fmt.Errorf("load truth state: %w", err)
+	}
+	cs, err := w.loadCacheState()
+	if err != nil {
+		return fmt.Errorf("load cache state: %w", err)
+	}
+	switch {
+	case !cs.hasApplied || cs.truthID != w.s.truthID:
+		err = w.rebuild(ctx, "the cache is new or belongs to another truth file")
+	case cs.applied > w.lastSeq:
+		err = w.rebuild(ctx, "the cache is ahead of truth (truth restored from a backup?)")
+	case cs.applied < w.lastSeq:
+		err = w.catchUpFrom(ctx, cs.applied)
+	}
+	if err != nil {
+		return err
+	}
+	h := w.s.hub
+	h.mu.Lock()
+	for st, e := range w.ev {
+		h.last[st] = e.hwm
+		h.horizon[st] = e.horizon
+	}
+	h.mu.Unlock()
+	w.publishStats()
+	return nil
+}
+
+// catchUp brings a cache that missed batches up to truth.
+func (w *writer) catchUp() error {
+	dest := make([]driver.Value, 1)
+	ok, err := w.cGet.one(dest, "meta:applied_seq")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return w.rebuild(context.Background(), "applied_seq is missing")
+	}
+	return w.catchUpFrom(context.Background(), parseInt(asString(dest[0])))
+}
+
+// catchUpFrom re-applies the truth claims written after applied: every
+// record they touch is recomputed from truth, with events. A link or any
+// other change it cannot replay (rebuild_seq) makes it a full rebuild.
+func (w *writer) catchUpFrom(ctx context.Context, applied int64) error {
+	if applied >= w.lastSeq {
+		w.cacheBehind = false
+		return nil
+	}
+	if w.rebuildSeq > applied {
+		return w.rebuild(ctx, "groups or trust changed after the cache's last commit")
+	}
+	start := time.Now()
+	b := newBatch(w)
+	link := false
+	err := w.t.queryOnce(`SELECT cid, key, pid FROM claim WHERE seq > ?`, func(d []driver.Value) error {
+		cid, key := asString(d[0]), asString(d[1])
+		if IsLinkKey(key) {
+			link = true
+		}
+		b.cbp = append(b.cbp, cbpRow{asInt(d[2]), cid, key})
+		if rid, ok := w.s.groups.ridOf(cid); ok {
+			b.full[rid] = true
+		}
+		return nil
+	}, applied)
+	if err != nil {
+		return err
+	}
+	if link {
+		return w.rebuild(ctx, "a link claim is past the cache's last commit")
+	}
+	if err := w.c.exec("BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	err = func() error {
+		for _, r := range b.cbp {
+			if _, err := w.cCBP.exec(r.pid, r.cid, r.key); err != nil {
+				return err
+			}
+		}
+		for _, rid := range sortedKeys(b.full) {
+			if err := w.recompute(b, rid, true); err != nil {
+				return err
+			}
+		}
+		return w.finishCache(b)
+	}()
+	if err != nil {
+		_ = w.c.exec("ROLLBACK")
+		w.reloadCacheCounters()
+		return fmt.Errorf("catch up: %w", err)
+	}
+	w.s.hub.publish(b.events)
+	w.s.log.Info("cache caught up with truth", "claims", len(b.cbp), "records", len(b.full), "took", time.Since(start))
+	return nil
+}
+
+// rebuild recomputes the whole cache from truth. It writes no per-key
+// events: cursors issued before it get a Gap. Local files and the file
+// event stream are kept (they are not derived from truth).
+func (w *writer) rebuild(ctx context.Context, why string) (err error) {
+	start := time.Now()
+	w.s.log.Info("rebuilding the cache from truth", "why", why)
+	b := newBatch(w)
+	inTx := false
+	defer func() {
+		if err != nil {
+			if inTx {
+				_ = w.c.exec("ROLLBACK")
+			}
+			w.cacheBehind = true
+			err = fmt.Errorf("rebuild cache: %w", err)
+		}
+	}()
+	// The truth file is attached read-only to copy claim_by_pid in one
+	// statement; ATTACH is not allowed inside a transaction.
+	u := url.URL{Scheme: "file", Path: w.truthPath, RawQuery: "mode=ro"}
+	if _, err := w.c.execOnce(`ATTACH DATABASE ? AS truth`, u.String()); err != nil {
+		return err
+	}
+	defer func() { _, _ = w.c.execOnce(`DETACH DATABASE truth`) }()
+	if err := w.c.exec("BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	inTx = true
+	for _, q := range []string{
+		`DELETE FROM kv WHERE (k >= 'file:' AND k < 'file;') OR (k >= 'cid:' AND k < 'cid;') OR (k >= 'idx:' AND k < 'idx;')
+			OR (k >= 'ev:meta:events/' AND k < 'ev:meta:events0') OR k = 'meta:applied_seq' OR k = 'meta:truth_id'`,
+		`DELETE FROM fts`,
+		`DELETE FROM claim_by_pid`,
+		`DROP INDEX IF EXISTS kv_field_v`,
+		`INSERT INTO claim_by_pid(pid, cid, key) SELECT pid, cid, key FROM truth.claim`,
+	} {
+		if err := w.c.exec(q); err != nil {
+			return err
+		}
+	}
+	if err := w.c.exec("COMMIT"); err != nil {
+		return err
+	}
+	inTx = false
+	w.records = 0
+	clear(w.schema)
+	w.ev[StreamMeta].count = 0
+
+	rids := w.s.groups.rids()
+	const chunk = 2000
+	for i, rid := range rids {
+		if i%chunk == 0 {
+			if i > 0 {
+				if err := w.c.exec("COMMIT"); err != nil {
+					return err
+				}
+				inTx = false
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			if err := w.c.exec("BEGIN IMMEDIATE"); err != nil {
+				return err
+			}
+			inTx = true
+		}
+		if err := w.writeRecord(rid); err != nil {
+			return err
+		}
+	}
+	if !inTx {
+		if err := w.c.exec("BEGIN IMMEDIATE"); err != nil {
+			return err
+		}
+		inTx = true
+	}
+	if err := w.c.exec(kvFieldIndexDDL); err != nil {
+		return err
+	}
+	for p := range w.schema {
+		w.schemaDirty[p] = true
+	}
+	if err := w.markGap(b, StreamMeta); err != nil {
+		return err
+	}
+	if _, err := w.cPut.exec("meta:truth_id", w.s.truthID); err != nil {
+		return err
+	}
+	if err := w.finishCache(b); err != nil {
+		return err
+	}
+	inTx = false
+	w.s.log.Info("cache rebuilt", "records", len(rids), "took", time.Since(start))
+	return nil
+}
+
+// writeRecord writes a record's rows during a rebuild: no diff, no events.
+func (w *writer) writeRecord(rid string) error {
+	fields, err := w.computeRecord(rid)
+	if err != nil {
+		return err
+	}
+	if _, err := w.cPut.exec("idx:roots/"+rid, "1"); err != nil {
+		return err
+	}
+	w.records++
+	for _, cid := range w.s.groups.cidsOf(rid) {
+		if _, err := w.cPut.exec("cid:"+cid, rid); err != nil {
+			return err
+		}
+	}
+	for _, k := range sortedKeys(fields) {
+		if _, err := w.cPut.exec(fieldKey(rid, k), fields[k]); err != nil {
+			return err
+		}
+		w.schemaAdd(k, fields[k], 1)
+	}
+	rowid, err := w.cFTSIns.execID(rid, haystack(rid, fields))
+	if err != nil {
+		return err
+	}
+	_, err = w.cPut.exec("idx:fts/"+rid, strconv.FormatInt(rowid, 10))
+	return err
+}
+
+// runClear wipes both databases except the trust list, and makes every
+// cursor get a Gap.
+func (w *writer) runClear(r *request) {
+	s := w.s
+	err := func() error {
+		if err := w.t.exec("BEGIN IMMEDIATE"); err != nil {
+			return err
+		}
+		n, err := w.t.execOnce(`DELETE FROM claim`)
+		if err != nil {
+			return err
+		}
+		for _, q := range []string{`DELETE FROM cid_group`, `DELETE FROM principal`} {
+			if err := w.t.exec(q); err != nil {
+				return err
+			}
+		}
+		w.lastSeq++
+		w.rebuildSeq = w.lastSeq
+		w.live, w.tomb = 0, 0
+		for _, m := range [][2]string{{"last_seq", ""}, {"rebuild_seq", ""}, {"claims_live", "0"}, {"claims_tomb", "0"}} {
+			if m[1] == "" {
+				m[1] = strconv.FormatInt(w.lastSeq, 10)
+			}
+			if _, err := w.tSetMeta.exec(m[0], m[1]); err != nil {
+				return err
+			}
+		}
+		if err := w.t.exec("COMMIT"); err != nil {
+			return err
+		}
+		r.cleared = int(n)
+		return nil
+	}()
+	if err != nil {
+		_ = w.t.exec("ROLLBACK")
+		if lerr := w.loadState(); lerr != nil {
+			s.log.Error("reload state", "err", lerr)
+		}
+		reply([]*request{r}, fmt.Errorf("%w: clear: %v", ErrUnavailable, err))
+		return
+	}
+	old := w.view
+	s.groups.reset(map[string]string{})
+	s.princ.reset()
+	v := old.clone()
+	v.vouches = map[string]map[string]struct{}{}
+	w.view = v.build()
+	s.trust.Store(w.view)
+	b := newBatch(w)
+	b.sync = []syncOp{{reset: true}}
+	w.applySyncOps(b)
+
+	err = func() error {
+		if err := w.c.exec("BEGIN IMMEDIATE"); err != nil {
+			return err
+		}
+		for _, q := range []string{
+			`DELETE FROM kv WHERE NOT (k >= 'meta:' AND k < 'meta;') AND NOT (k >= 'evhwm:' AND k < 'evhwm;')`,
+			`DELETE FROM fts`, `DELETE FROM claim_by_pid`, `DELETE FROM local_file`,
+		} {
+			if err := w.c.exec(q); err != nil {
+				return err
+			}
+		}
+		w.records, w.files, w.fileSize = 0, 0, 0
+		for p := range w.schema {
+			w.schemaDirty[p] = true
+		}
+		clear(w.schema)
+		for _, st := range []Stream{StreamMeta, StreamFiles} {
+			w.ev[st].count = 0
+			if err := w.markGap(b, st); err != nil {
+				return err
+			}
+		}
+		return w.finishCache(b)
+	}()
+	if err != nil {
+		_ = w.c.exec("ROLLBACK")
+		w.cacheBehind = true
+		w.reloadCacheCounters()
+		reply([]*request{r}, fmt.Errorf("%w: clear: %v", ErrUnavailable, err))
+		return
+	}
+	w.publishStats()
+	reply([]*request{r}, nil)
+	if len(old.vouches) > 0 {
+		s.signalTrust()
+	}
+}

@@ -1,0 +1,361 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"slices"
+	"time"
+)
+
+type reqKind uint8
+
+const (
+	reqSubmit reqKind = iota
+	reqTrust
+	reqFiles
+	reqKVPut
+	reqKVDel
+	reqClear
+)
+
+// request is one unit of work for the writer. The writer fills the answer
+// fields and closes done.
+type request struct {
+	kind reqKind
+
+	// reqSubmit
+	claims  []Claim
+	ids     []ID
+	results []Result // prefilled for claims refused before queueing
+	recheck []bool   // verification skipped as "already stored": verify if it would be stored
+
+	// reqTrust
+	uid, note, state string
+
+	// reqFiles
+	files       []FileUpdate
+	fileResults []FileResult
+
+	// reqKVPut, reqKVDel
+	key, value string
+	existed    bool
+
+	// reqClear
+	cleared int
+
+	err  error
+	done chan struct{}
+}
+
+func (r *request) weight() int {
+	switch r.kind {
+	case reqSubmit:
+		return len(r.claims)
+	case reqFiles:
+		return len(r.files)
+	}
+	return 1
+}
+
+// writer owns both write connections. Everything in it is touched only by
+// the writer goroutine.
+type writer struct {
+	s         *Store
+	t, c      rawConn
+	truthPath string
+
+	view *trustView // the writer's current trust view (published in s.trust)
+
+	lastSeq, rebuildSeq int64
+	live, tomb          int64
+	records             int64
+	files, fileSize     int64
+	schema              map[string]*[4]int64 // path → counts by type (string, int, float, bool)
+	schemaDirty         map[string]bool
+	cacheBehind         bool // the cache missed a batch; catch up before the next
+
+	ev map[Stream]*evState
+
+	// truth statements
+	tSelRows, tSelRow, tSelCid, tUpsert, tInsPrincipal, tSetGroup, tSetMeta, tSetTrust *rawStmt
+	// cache statements
+	cGet, cPut, cDel, cRange, cDelRange, cCBP, cSelCBP, cFTSIns, cFTSDel, cLocalBy, cLocalGet, cLocalPut, cLocalDel, cHay, cEvCut *rawStmt
+}
+
+// runWriter is the writer goroutine: it takes both connections for its
+// whole life, boots (load state, recover the cache), reports to Open, then
+// serves requests until the store closes.
+func (s *Store) runWriter(openCtx context.Context, tconn, cconn *sql.Conn, truthPath string, ready chan<- error) {
+	defer s.wg.Done()
+	defer close(s.writerDone)
+	defer cconn.Close()
+	defer tconn.Close()
+	booted := false
+	err := tconn.Raw(func(tdc any) error {
+		return cconn.Raw(func(cdc any) error {
+			w := &writer{s: s, t: rawConn{c: tdc.(driver.Conn)}, c: rawConn{c: cdc.(driver.Conn)}, truthPath: truthPath}
+			defer w.t.closeStmts()
+			defer w.c.closeStmts()
+			if err := w.prepare(); err != nil {
+				return err
+			}
+			if err := w.boot(openCtx); err != nil {
+				return err
+			}
+			booted = true
+			ready <- nil
+			w.loop()
+			return nil
+		})
+	})
+	if !booted {
+		if err == nil {
+			err = ErrClosed
+		}
+		ready <- err
+	} else if err != nil {
+		s.log.Error("writer stopped", "err", err)
+	}
+}
+
+func (w *writer) prepare() error {
+	type ps struct {
+		dst  **rawStmt
+		conn *rawConn
+		sql  string
+	}
+	list := []ps{
+		{&w.tSelRows, &w.t, `SELECT pid, value, ts, id FROM claim WHERE cid = ? AND key = ?`},
+		{&w.tSelRow, &w.t, `SELECT value, ts, id FROM claim WHERE cid = ? AND key = ? AND pid = ?`},
+		{&w.tSelCid, &w.t, `SELECT key, pid, value, ts, id FROM claim WHERE cid = ?`},
+		{&w.tUpsert, &w.t, `INSERT INTO claim(cid, key, pid, value, ts, sig, id, seq) VALUES(?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT(cid, key, pid) DO UPDATE SET value = excluded.value, ts = excluded.ts, sig = excluded.sig, id = excluded.id, seq = excluded.seq`},
+		{&w.tInsPrincipal, &w.t, `INSERT INTO principal(uid) VALUES(?)`},
+		{&w.tSetGroup, &w.t, `INSERT INTO cid_group(cid, rid) VALUES(?, ?) ON CONFLICT(cid) DO UPDATE SET rid = excluded.rid`},
+		{&w.tSetMeta, &w.t, `INSERT INTO meta(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value`},
+		{&w.tSetTrust, &w.t, `INSERT INTO trust(uid, state, note, added) VALUES(?, ?, ?, ?)
+			ON CONFLICT(uid) DO UPDATE SET state = excluded.state, note = excluded.note, added = excluded.added`},
+		{&w.cGet, &w.c, `SELECT v FROM kv WHERE k = ?`},
+		{&w.cPut, &w.c, `INSERT INTO kv(k, v) VALUES(?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`},
+		{&w.cDel, &w.c, `DELETE FROM kv WHERE k = ?`},
+		{&w.cRange, &w.c, `SELECT k, v FROM kv WHERE k >= ? AND k < ?`},
+		{&w.cDelRange, &w.c, `DELETE FROM kv WHERE k >= ? AND k < ?`},
+		{&w.cCBP, &w.c, `INSERT OR IGNORE INTO claim_by_pid(pid, cid, key) VALUES(?, ?, ?)`},
+		{&w.cSelCBP, &w.c, `SELECT cid, key FROM claim_by_pid WHERE pid = ?`},
+		{&w.cFTSIns, &w.c, `INSERT INTO fts(rid, hay) VALUES(?, ?)`},
+		{&w.cFTSDel, &w.c, `DELETE FROM fts WHERE rowid = ?`},
+		{&w.cLocalBy, &w.c, `SELECT path, size, mtime FROM local_file WHERE midhash = ? ORDER BY path LIMIT 1`},
+		{&w.cLocalGet, &w.c, `SELECT midhash, size FROM local_file WHERE path = ?`},
+		{&w.cLocalPut, &w.c, `INSERT INTO local_file(path, midhash, size, mtime) VALUES(?, ?, ?, ?)
+			ON CONFLICT(path) DO UPDATE SET midhash = excluded.midhash, size = excluded.size, mtime = excluded.mtime`},
+		{&w.cLocalDel, &w.c, `DELETE FROM local_file WHERE path = ?`},
+		{&w.cHay, &w.c, `SELECT k, v FROM kv WHERE k IN (?, ?, ?, ?, ?)`},
+		{&w.cEvCut, &w.c, `SELECT k FROM kv WHERE k >= ? AND k < ? ORDER BY k LIMIT 1 OFFSET ?`},
+	}
+	for _, p := range list {
+		st, err := p.conn.prepare(p.sql)
+		if err != nil {
+			return err
+		}
+		*p.dst = st
+	}
+	return nil
+}
+
+// loop serves requests until the store's context ends. Whatever is queued
+// when the writer wakes up goes into one batch (group commit), up to
+// MaxBatch claims; a Clear runs alone.
+func (w *writer) loop() {
+	s := w.s
+	for {
+		var first *request
+		select {
+		case <-s.ctx.Done():
+			w.drain()
+			return
+		case first = <-s.reqs:
+		}
+		batch := []*request{first}
+		n := first.weight()
+		var clearReq *request
+		if first.kind == reqClear {
+			clearReq, batch = first, nil
+		}
+	gather:
+		for clearReq == nil && n < s.cfg.MaxBatch {
+			select {
+			case r := <-s.reqs:
+				if r.kind == reqClear {
+					clearReq = r
+					break gather
+				}
+				batch = append(batch, r)
+				n += r.weight()
+			default:
+				break gather
+			}
+		}
+		s.met.queue.Sub(float64(len(batch)))
+		if len(batch) > 0 {
+			w.run(batch)
+		}
+		if clearReq != nil {
+			s.met.queue.Dec()
+			w.runClear(clearReq)
+		}
+	}
+}
+
+// drain answers every queued request with ErrClosed.
+func (w *writer) drain() {
+	for {
+		select {
+		case r := <-w.s.reqs:
+			w.s.met.queue.Dec()
+			r.err = ErrClosed
+			close(r.done)
+		default:
+			return
+		}
+	}
+}
+
+func reply(reqs []*request, err error) {
+	for _, r := range reqs {
+		if err != nil {
+			r.err = err
+		}
+		close(r.done)
+	}
+}
+
+// run processes one batch: the truth transaction (claims, trust changes,
+// new groups for files), then the cache transaction that applies it, then
+// the in-memory state and the subscribers, then the answers.
+func (w *writer) run(reqs []*request) {
+	s := w.s
+	start := time.Now()
+	if w.cacheBehind {
+		if err := w.catchUp(); err != nil {
+			s.log.Error("cache catch-up failed", "err", err)
+			reply(reqs, fmt.Errorf("%w: cache: %v", ErrUnavailable, err))
+			return
+		}
+	}
+	b := newBatch(w)
+	if err := w.truthPhase(b, reqs); err != nil {
+		_ = w.t.exec("ROLLBACK")
+		s.log.Error("truth transaction failed", "err", err)
+		if lerr := w.loadState(); lerr != nil {
+			s.log.Error("reload state", "err", lerr)
+		}
+		reply(reqs, fmt.Errorf("%w: truth: %v", ErrUnavailable, err))
+		return
+	}
+	// Truth is durable: the sync set and the trust view follow it now.
+	w.applySyncOps(b)
+	if b.viewChanged {
+		s.trust.Store(w.view)
+	}
+	if err := w.applyPhase(b, reqs); err != nil {
+		_ = w.c.exec("ROLLBACK")
+		w.cacheBehind = true
+		w.reloadCacheCounters()
+		s.log.Error("cache transaction failed; will catch up", "err", err)
+		reply(reqs, fmt.Errorf("%w: cache: %v", ErrUnavailable, err))
+		return
+	}
+	w.publishStats()
+	s.hub.publish(b.events)
+	for _, r := range reqs {
+		if r.kind == reqSubmit {
+			for i := range r.results {
+				s.met.claims.WithLabelValues(r.results[i].Outcome.String()).Inc()
+			}
+		}
+	}
+	s.met.commit.Observe(time.Since(start).Seconds())
+	s.met.batch.Observe(float64(b.claims))
+	reply(reqs, nil)
+	if b.trustChanged {
+		s.signalTrust()
+	}
+}
+
+func (w *writer) publishStats() {
+	st := &w.s.stats
+	st.records.Store(w.records)
+	st.live.Store(w.live)
+	st.tomb.Store(w.tomb)
+	st.files.Store(w.files)
+	st.fileSize.Store(w.fileSize)
+	st.lastSeq.Store(w.lastSeq)
+	st.appliedSeq.Store(w.lastSeq)
+}
+
+// ---- the sync set ----
+
+// syncOp is one change of the sync set. Before it is resolved, add is
+// conditional on the signer being trusted once the batch ends.
+type syncOp struct {
+	pid      int64
+	del, add SyncItem
+	hasDel   bool
+	hasAdd   bool
+	reset    bool
+}
+
+// applySyncOps resolves the batch's sync changes against the final trust
+// view and applies them; while the loader runs they are also logged so
+// its final replay cannot lose them.
+func (w *writer) applySyncOps(b *batch) {
+	if len(b.sync) == 0 {
+		return
+	}
+	s := w.s
+	ops := b.sync[:0]
+	for _, op := range b.sync {
+		if op.hasAdd && !w.trustedPID(op.pid) {
+			op.hasAdd = false
+		}
+		if op.hasAdd || op.hasDel || op.reset {
+			ops = append(ops, op)
+		}
+	}
+	s.syncMu.Lock()
+	applyOps(s.sync, ops)
+	if !s.syncLoaded.Load() {
+		s.syncLog = append(s.syncLog, ops...)
+	}
+	s.syncMu.Unlock()
+}
+
+func applyOps(set *SyncSet, ops []syncOp) {
+	for _, op := range ops {
+		if op.reset {
+			set.Load(nil)
+		}
+		if op.hasDel {
+			set.Remove(op.del)
+		}
+		if op.hasAdd {
+			set.Add(op.add)
+		}
+	}
+}
+
+func (w *writer) trustedPID(pid int64) bool {
+	return w.view.trusted(w.s.princ.uidOf(pid))
+}
+
+// sortedKeys returns a map's keys in order (deterministic batches).
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
