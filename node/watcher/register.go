@@ -13,7 +13,8 @@ import (
 
 // Register hashes the file at rel (relative to the root, "/"-separated) and
 // records it at once, for POST /api/files/register. Created is false when
-// the same path with the same midhash was already known. A missing file
+// the same path with the same midhash was already known (then nothing is
+// written when size and mtime match too), true otherwise. A missing file
 // gives an error wrapping fs.ErrNotExist; a directory, a symlink, an
 // ignored name or a path leaving the root one wrapping store.ErrBadPath.
 func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, store.FileResult, error) {
@@ -77,10 +78,10 @@ func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, st
 	if err != nil {
 		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, err)
 	}
+	// Created as the api means it: not "this path had no row" (the store's
+	// answer) but "this path with this midhash was not known".
 	r := res[0]
-	if known && prev.cid == e.cid {
-		r.Created = false
-	}
+	r.Created = !known || prev.cid != e.cid
 	return w.localFile(clean, e), r, nil
 }
 
