@@ -12,10 +12,10 @@ import (
 	"sync"
 )
 
-// SubscriberBuffer is how many events a subscriber may fall behind the
-// writer before it is dropped (ErrSlowConsumer); it then resumes from its
-// last id, replayed from the cache.
-const SubscriberBuffer = 4096
+// DefaultSubscriberBuffer is how many events a subscriber may fall behind
+// the writer before it is dropped (ErrSlowConsumer); it then resumes from
+// its last id, replayed from the cache.
+const DefaultSubscriberBuffer = 4096
 
 // ErrSlowConsumer closes a subscription whose buffer overflowed.
 var ErrSlowConsumer = errors.New("subscriber too slow: buffer overflowed")
@@ -361,7 +361,7 @@ func (s *Store) Subscribe(stream Stream, after string) (*Subscription, error) {
 		return nil, fmt.Errorf("%w: unknown stream %q", ErrMalformed, stream)
 	}
 	h := s.hub
-	sub := &Subscription{c: make(chan Event, SubscriberBuffer), h: h, stream: stream, stop: make(chan struct{})}
+	sub := &Subscription{c: make(chan Event, s.cfg.SubscriberBuffer), h: h, stream: stream, stop: make(chan struct{})}
 	sub.C = sub.c
 	cursor := ""
 	if after != "" {

@@ -471,8 +471,8 @@ func (w *writer) runClear(r *request) {
 		return
 	}
 	w.publishStats()
-	reply([]*request{r}, nil)
 	if len(old.vouches) > 0 {
 		s.signalTrust()
 	}
+	reply([]*request{r}, nil)
 }

@@ -33,6 +33,9 @@ type Config struct {
 	MaxSkew        time.Duration // future-timestamp allowance; default DefaultMaxSkew
 	EventRetention int           // events kept per stream; default DefaultEventRetention
 	MaxBatch       int           // claims per commit; default DefaultMaxBatch
+	// SubscriberBuffer is how many events a subscriber may lag before it
+	// is dropped; default DefaultSubscriberBuffer.
+	SubscriberBuffer int
 
 	Trust  TrustMode // default TrustList
 	OwnUID string    // this node's uid: always trusted, cannot be distrusted
@@ -103,6 +106,9 @@ func New(cfg Config) *Store {
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.SubscriberBuffer <= 0 {
+		cfg.SubscriberBuffer = DefaultSubscriberBuffer
 	}
 	if cfg.Trust == "" {
 		cfg.Trust = TrustList

@@ -278,10 +278,10 @@ func (w *writer) run(reqs []*request) {
 	}
 	s.met.commit.Observe(time.Since(start).Seconds())
 	s.met.batch.Observe(float64(b.claims))
-	reply(reqs, nil)
 	if b.trustChanged {
-		s.signalTrust()
+		s.signalTrust() // before the answer: a caller may look right away
 	}
+	reply(reqs, nil)
 }
 
 func (w *writer) publishStats() {

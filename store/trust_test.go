@@ -1,0 +1,207 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
+)
+
+func item(c store.Claim) store.SyncItem { return store.SyncItem{TS: c.TS, ID: c.ID()} }
+
+// signalled reports whether TrustChanges holds a signal, consuming it.
+func signalled(s *store.Store) bool {
+	select {
+	case <-s.TrustChanges():
+		return true
+	default:
+		return false
+	}
+}
+
+func vouch(t *testing.T, voucher *store.Signer, uid string, ts uint64, live bool) store.Claim {
+	t.Helper()
+	peer, err := store.PeerIDCID(voucher.UID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live {
+		return voucher.Text(peer, "vouch/"+uid, "true", ts)
+	}
+	return voucher.Retraction(peer, "vouch/"+uid, ts)
+}
+
+func entry(list []store.TrustEntry, uid string) (store.TrustEntry, bool) {
+	for _, e := range list {
+		if e.UID == uid {
+			return e, true
+		}
+	}
+	return store.TrustEntry{}, false
+}
+
+func TestTrust_List(t *testing.T) {
+	own, x := storetest.Signer(1), storetest.Signer(2)
+	s := open(t, store.Config{Trust: store.TrustList, OwnUID: own.UID()})
+	<-s.SyncReady()
+	if !s.Trusted(own.UID()) || s.Trusted(x.UID()) || s.TrustMode() != store.TrustList {
+		t.Fatal("initial trust")
+	}
+	if r := submit(t, s, x.Text(cidA, "title", "x", 1))[0]; r.Outcome != store.Rejected {
+		t.Fatalf("untrusted claim: %v", r.Outcome)
+	}
+	if err := s.Trust(ctx, x.UID(), "my other home"); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Trusted(x.UID()) || !signalled(s) {
+		t.Fatal("Trust did not take effect or did not signal")
+	}
+	c := x.Text(cidA, "title", "x", 2)
+	if r := submit(t, s, c)[0]; r.Outcome != store.Accepted {
+		t.Fatalf("trusted claim: %v %v", r.Outcome, r.Err)
+	}
+	if !s.SyncSet().Has(item(c)) {
+		t.Fatal("trusted claim not in the sync set")
+	}
+	list, _ := s.TrustList(ctx)
+	if e, ok := entry(list, x.UID()); !ok || e.Source != "list" || e.Note != "my other home" || e.Added.IsZero() {
+		t.Fatalf("trust list entry=%+v", e)
+	}
+	if e, ok := entry(list, own.UID()); !ok || e.Source != "own" {
+		t.Fatalf("own entry=%+v", e)
+	}
+	if err := s.Distrust(ctx, own.UID()); !errors.Is(err, store.ErrOwnUID) || !errors.Is(err, store.ErrBadUID) {
+		t.Fatalf("distrust own: %v", err)
+	}
+	if err := s.Trust(ctx, "zbad", ""); !errors.Is(err, store.ErrBadUID) {
+		t.Fatalf("trust bad uid: %v", err)
+	}
+
+	// Distrust: the claims stay in truth but stop counting and leave the
+	// sync set; trusting again brings them back.
+	if err := s.Distrust(ctx, x.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if s.Trusted(x.UID()) || !s.Distrusted(x.UID()) || !signalled(s) {
+		t.Fatal("distrust did not take effect")
+	}
+	if _, err := s.Field(ctx, cidA, "title"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a distrusted vote still counts: %v", err)
+	}
+	if s.SyncSet().Has(item(c)) {
+		t.Fatal("a distrusted signer's claim is still shared")
+	}
+	if got, _ := s.ClaimsByItems(ctx, []store.SyncItem{item(c)}); len(got) != 0 {
+		t.Fatal("a distrusted signer's claim is still served")
+	}
+	if st, _ := s.Stats(ctx); st.Claims != 1 {
+		t.Fatalf("claims in truth=%d, want 1 (kept)", st.Claims)
+	}
+	if err := s.Trust(ctx, x.UID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.Field(ctx, cidA, "title"); v != "x" || !s.SyncSet().Has(item(c)) {
+		t.Fatalf("trusting again: title=%q", v)
+	}
+}
+
+// TestTrust_Vouches: one hop only; a retraction withdraws the vouch; a
+// distrust overrides it.
+func TestTrust_Vouches(t *testing.T) {
+	own, v, y, z := storetest.Signer(1), storetest.Signer(2), storetest.Signer(3), storetest.Signer(4)
+	s := open(t, store.Config{Trust: store.TrustList, OwnUID: own.UID()})
+	<-s.SyncReady()
+	// own vouches for v: v is trusted.
+	submit(t, s, vouch(t, own, v.UID(), 1, true))
+	if !s.Trusted(v.UID()) || !signalled(s) {
+		t.Fatal("own's vouch did not trust v")
+	}
+	// v (trusted only by a vouch) vouches for y: one hop only.
+	submit(t, s, vouch(t, v, y.UID(), 2, true))
+	if s.Trusted(y.UID()) {
+		t.Fatal("vouching is transitive")
+	}
+	// A vouch on someone else's peer cid does not count.
+	peer, _ := store.PeerIDCID(own.UID())
+	res := submit(t, s, v.Text(peer, "vouch/"+z.UID(), "true", 3))
+	if res[0].Outcome != store.Accepted || s.Trusted(z.UID()) {
+		t.Fatalf("a vouch on another node's peer cid: %v trusted=%v", res[0].Outcome, s.Trusted(z.UID()))
+	}
+	list, _ := s.TrustList(ctx)
+	if e, ok := entry(list, v.UID()); !ok || e.Source != "vouch" || len(e.VouchedBy) != 1 || e.VouchedBy[0] != own.UID() {
+		t.Fatalf("vouch entry=%+v", e)
+	}
+	// v's votes count while vouched for.
+	c := v.Text(cidA, "title", "by v", 4)
+	submit(t, s, c)
+	if got, _ := s.Field(ctx, cidA, "title"); got != "by v" {
+		t.Fatalf("title=%q", got)
+	}
+	// Withdrawing the vouch: v's votes stop counting, its claims leave the set.
+	submit(t, s, vouch(t, own, v.UID(), 5, false))
+	if s.Trusted(v.UID()) || !signalled(s) {
+		t.Fatal("retracted vouch still trusts v")
+	}
+	if _, err := s.Field(ctx, cidA, "title"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("title after the vouch was withdrawn: %v", err)
+	}
+	if s.SyncSet().Has(item(c)) {
+		t.Fatal("v's claim still shared")
+	}
+	// A listed voucher's vouch counts; a distrust overrides it.
+	if err := s.Trust(ctx, v.UID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Trusted(y.UID()) {
+		t.Fatal("a listed signer's vouch does not count")
+	}
+	if err := s.Distrust(ctx, y.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if s.Trusted(y.UID()) {
+		t.Fatal("distrust did not override the vouch")
+	}
+	list, _ = s.TrustList(ctx)
+	if _, ok := entry(list, y.UID()); ok {
+		t.Fatal("a distrusted uid is listed as trusted")
+	}
+}
+
+func TestTrust_OpenModeBlocks(t *testing.T) {
+	x := storetest.Signer(2)
+	s := open(t, store.Config{Trust: store.TrustOpen})
+	if !s.Trusted(x.UID()) {
+		t.Fatal("open mode does not trust a stranger")
+	}
+	submit(t, s, x.Text(cidA, "title", "x", 1))
+	if err := s.Distrust(ctx, x.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if r := submit(t, s, x.Text(cidA, "year", "1", 2))[0]; r.Outcome != store.Rejected || !errors.Is(r.Err, store.ErrUntrusted) {
+		t.Fatalf("blocked signer: %v", r.Outcome)
+	}
+	if _, err := s.Field(ctx, cidA, "title"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatal("a blocked signer's vote counts")
+	}
+}
+
+// TestTrust_Restart: the list and the vouches are read back from truth.
+func TestTrust_Restart(t *testing.T) {
+	own, v, x := storetest.Signer(1), storetest.Signer(2), storetest.Signer(3)
+	tp, cp := paths(t)
+	cfg := store.Config{TruthPath: tp, CachePath: cp, Trust: store.TrustList, OwnUID: own.UID()}
+	s := reopen(t, cfg)
+	submit(t, s, vouch(t, own, v.UID(), 1, true))
+	if err := s.Trust(ctx, x.UID(), "n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, cfg)
+	defer s.Close()
+	if !s.Trusted(v.UID()) || !s.Trusted(x.UID()) {
+		t.Fatal("trust lost across a restart")
+	}
+}
