@@ -77,7 +77,7 @@ func TestRecord_Shape(t *testing.T) {
 	a := storetest.Signer(1)
 	s := open(t, store.Config{})
 	sha := "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy" // sha2-256: ranks 30
-	mid := storetest.MidhashCID(1)                                      // midhash256: ranks 10
+	mid := storetest.MidhashCID(1)                                       // midhash256: ranks 10
 	submit(t, s, a.Text(mid, "title", "x", 1), a.Text(mid, "cids/"+sha, "true", 1))
 	rec := record(t, s, sha)
 	if rec.CanonicalCID != sha {
