@@ -11,6 +11,7 @@ import (
 
 	"github.com/metanode/metanode/node/watcher"
 	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
 )
 
 // BenchmarkScan measures the initial scan (every file hashed) and a restart
@@ -50,7 +51,7 @@ func BenchmarkScan(b *testing.B) {
 		return float64(len(paths)) / time.Since(start).Seconds()
 	}
 
-	scan := func(st *memStore) (rate float64, hashed int64) {
+	scan := func(st watcher.Store) (rate float64, hashed int64) {
 		w := watcher.New(watcher.Config{Root: root, Store: st, HashWorkers: workers, Rescan: -1,
 			Logger: slog.New(slog.DiscardHandler)})
 		start := time.Now()
@@ -66,18 +67,28 @@ func BenchmarkScan(b *testing.B) {
 		return rate, hashed
 	}
 
-	for b.Loop() {
-		lim := limit()
-		st := newMemStore()
-		first, h1 := scan(st)
-		again, h2 := scan(st)
-		if h1 != files || h2 != 0 {
-			b.Fatalf("hashed %d then %d, want %d then 0", h1, h2, files)
-		}
-		b.ReportMetric(lim, "limit-files/s")
-		b.ReportMetric(first, "scan-files/s")
-		b.ReportMetric(first/lim, "scan/limit")
-		b.ReportMetric(again, "rescan-files/s")
-		b.ReportMetric(again/lim, "rescan/limit")
+	for _, bc := range []struct {
+		name string
+		st   func() watcher.Store
+	}{
+		{"MemStore", func() watcher.Store { return newMemStore() }},
+		{"RealStore", func() watcher.Store { return storetest.Open(b, store.Config{}) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				lim := limit()
+				st := bc.st()
+				first, h1 := scan(st)
+				again, h2 := scan(st)
+				if h1 != files || h2 != 0 {
+					b.Fatalf("hashed %d then %d, want %d then 0", h1, h2, files)
+				}
+				b.ReportMetric(lim, "limit-files/s")
+				b.ReportMetric(first, "scan-files/s")
+				b.ReportMetric(first/lim, "scan/limit")
+				b.ReportMetric(again, "rescan-files/s")
+				b.ReportMetric(again/lim, "rescan/limit")
+			}
+		})
 	}
 }

@@ -1,14 +1,18 @@
 package watcher_test
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -431,4 +435,54 @@ func TestStoreFailure(t *testing.T) {
 	st.failNext(1)
 	writeFile(t, root, "b", []byte("b"), at(2))
 	waitFor(t, "b added by the rescan", func() bool { _, ok := st.row(filepath.Join(root, "b")); return ok })
+}
+
+// recorder keeps log records' messages and attributes.
+type recorder struct {
+	mu   *sync.Mutex
+	recs *[]map[string]string
+}
+
+func (r recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r recorder) WithGroup(string) slog.Handler            { return r }
+func (r recorder) Handle(_ context.Context, rec slog.Record) error {
+	m := map[string]string{"msg": rec.Message}
+	rec.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.String(); return true })
+	r.mu.Lock()
+	*r.recs = append(*r.recs, m)
+	r.mu.Unlock()
+	return nil
+}
+
+// TestProgressLog: a long initial scan reports files seen, hashed and bytes
+// while it runs, and a summary when done.
+func TestProgressLog(t *testing.T) {
+	root := t.TempDir()
+	for i := range 50 {
+		writeFile(t, root, fmt.Sprintf("f%02d", i), make([]byte, 100), at(i))
+	}
+	var recs []map[string]string
+	mu := &sync.Mutex{}
+	open(t, root, newMemStore(), func(c *watcher.Config) {
+		c.Logger = slog.New(recorder{mu, &recs})
+		c.Progress = time.Nanosecond // every file, for the test
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	var progress, done []map[string]string
+	for _, m := range recs {
+		switch m["msg"] {
+		case "initial scan in progress":
+			progress = append(progress, m)
+		case "initial scan done":
+			done = append(done, m)
+		}
+	}
+	if len(progress) == 0 || progress[0]["seen"] == "" || progress[0]["hashed"] == "" || progress[0]["bytes"] == "" {
+		t.Errorf("progress records %v", progress)
+	}
+	if len(done) != 1 || done[0]["files"] != "50" || done[0]["hashed"] != "50" || done[0]["bytes"] != "5000" {
+		t.Errorf("summary records %v", done)
+	}
 }
