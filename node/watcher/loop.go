@@ -50,6 +50,15 @@ func (w *Watcher) runLoop(ctx context.Context) error {
 			}
 		case <-timer.C:
 			armed = false
+			select {
+			case <-w.loaded:
+			default:
+				// Classifying before the rows are loaded would take every
+				// file for new: wait for the initial scan to load them.
+				timer.Reset(w.cfg.Debounce)
+				armed = true
+				continue
+			}
 			w.flush(ctx, pending)
 			if next, ok := w.nextWake(pending); ok {
 				timer.Reset(max(time.Until(next), time.Millisecond))

@@ -29,6 +29,15 @@ func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, st
 	if err != nil {
 		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, err)
 	}
+	// Whether the path is known needs the rows (the initial scan's first
+	// step, quick next to the scan itself).
+	select {
+	case <-w.loaded:
+	case <-ctx.Done():
+		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, ctx.Err())
+	case <-w.ctx.Done():
+		return store.LocalFile{}, store.FileResult{}, ErrClosed
+	}
 
 	// Unchanged since it was hashed: answer without hashing or writing.
 	w.mu.Lock()

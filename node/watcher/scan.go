@@ -181,14 +181,20 @@ func under(rel string, dirs []string) bool {
 
 // load replaces the view with the store's rows. Rows outside the root are
 // deleted; when none is under the root (the root moved), one reset starts
-// the files over instead.
+// the files over instead. It holds w.mu throughout, so no change is
+// committed between reading the rows and replacing the view.
 func (w *Watcher) load(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	rows, err := w.cfg.Store.LocalFiles(ctx)
 	if err != nil {
 		return fmt.Errorf("load local files: %w", err)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	select {
+	case <-w.loaded:
+	default:
+		defer close(w.loaded)
+	}
 	w.view = newView()
 	w.view.loaded = true
 	var stray []string

@@ -89,6 +89,7 @@ type Watcher struct {
 	cancel   context.CancelCauseFunc
 	g        *errgroup.Group
 	ready    chan struct{}
+	loaded   chan struct{} // closed once the view holds the store's rows
 	rescanCh chan struct{} // capacity 1: requests coalesce
 
 	opened    atomic.Bool
@@ -122,6 +123,7 @@ func New(cfg Config) *Watcher {
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "watcher"),
 		ready:    make(chan struct{}),
+		loaded:   make(chan struct{}),
 		rescanCh: make(chan struct{}, 1),
 		view:     newView(),
 		watch:    watches{dirs: map[string]struct{}{}},
