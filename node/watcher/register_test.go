@@ -123,7 +123,7 @@ func TestRegister(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := w.Register(t.Context(), "plugin/out.bin"); !errors.Is(err, watcher.ErrClosed) {
-		t.Errorf("register after close: got %v, want ErrClosed", err)
+	if _, _, err := w.Register(t.Context(), "plugin/out.bin"); !errors.Is(err, watcher.ErrClosed) || !errors.Is(err, store.ErrClosed) {
+		t.Errorf("register after close: got %v, want ErrClosed (wrapping store.ErrClosed)", err)
 	}
 }

@@ -33,8 +33,9 @@ const (
 )
 
 // ErrClosed is returned by Register before Open or after Close, and by a
-// second Close.
-var ErrClosed = errors.New("watcher closed")
+// second Close. It wraps store.ErrClosed, so the api answers 503 as it does
+// for a closed store.
+var ErrClosed = fmt.Errorf("watcher closed: %w", store.ErrClosed)
 
 // Store is what the watcher needs of the store; *store.Store implements it.
 type Store interface {
