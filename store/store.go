@@ -236,24 +236,30 @@ func (s *Store) openCache(ctx context.Context, path string) (*sql.Conn, error) {
 			return nil, err
 		}
 		c, err := db.Conn(ctx)
-		if err != nil {
-			db.Close()
-			return nil, err
+		ok := false
+		if err == nil {
+			ok, err = prepareCache(ctx, c)
+			if !ok || err != nil {
+				c.Close()
+			}
 		}
-		ok, err := prepareCache(ctx, c)
 		if err == nil && ok {
 			s.cacheW = db
 			return c, nil
 		}
-		c.Close()
 		db.Close()
-		if err != nil && attempt > 0 {
-			return nil, err
-		}
 		if attempt > 0 {
-			return nil, fmt.Errorf("%s is not a cache this build can use", path)
+			if err == nil {
+				err = errors.New("not a cache this build can use")
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		s.log.Warn("cache has another layout; rebuilding it from truth", "path", path, "err", err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// The cache is derived data: a file of another layout, or one that
+		// is not a database at all, is deleted and rebuilt from truth.
+		s.log.Warn("the cache is unusable; rebuilding it from truth", "path", path, "err", err)
 		if err := removeDBFiles(path); err != nil {
 			return nil, err
 		}
