@@ -25,7 +25,10 @@ const (
 
 // Config configures a Server. Zero fields take the documented defaults.
 type Config struct {
-	Addr      string // listen address; default DefaultAddr ("127.0.0.1:0" in tests)
+	Addr string // listen address; default DefaultAddr ("127.0.0.1:0" in tests)
+	// Listener, when set, is served instead of listening on Addr (socket
+	// activation, tests); Close closes it.
+	Listener  net.Listener
 	Store     Store  // required
 	Node      Node   // required
 	FilesRoot string // the only directory GET /file/{cid} serves from; "" serves nothing
@@ -135,10 +138,13 @@ func (s *Server) Open(ctx context.Context) error {
 	if s.base.Err() != nil {
 		return fmt.Errorf("open api: %w", ErrClosed)
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("open api: %w", err)
+	ln := s.cfg.Listener
+	if ln == nil {
+		var lc net.ListenConfig
+		var err error
+		if ln, err = lc.Listen(ctx, "tcp", s.cfg.Addr); err != nil {
+			return fmt.Errorf("open api: %w", err)
+		}
 	}
 	s.ln = ln
 	s.srv = &http.Server{

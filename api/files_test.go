@@ -1,0 +1,168 @@
+package api_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/store"
+)
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRegisterFile(t *testing.T) {
+	e := newEnv(t)
+	content := "JFIF poster bytes"
+	writeFile(t, filepath.Join(e.root, "plugin/tmdb/poster.jpg"), content)
+
+	a := e.sendJSON(http.MethodPost, "/api/files/register", map[string]string{"path": "plugin/tmdb/poster.jpg"})
+	if a.status != http.StatusCreated {
+		t.Fatalf("register: %d %s", a.status, a.body)
+	}
+	wantKeys(t, a.body, "root", "cid", "created", "path", "size")
+	var r api.RegisterResult
+	a.decode(t, &r)
+	wantCID, _, _ := store.Midhash256File(filepath.Join(e.root, "plugin/tmdb/poster.jpg"))
+	if !r.Created || r.CID != wantCID || r.Size != int64(len(content)) || !store.IsRID(r.Root) ||
+		r.Path != filepath.Join(e.root, "plugin/tmdb/poster.jpg") {
+		t.Errorf("register: %+v", r)
+	}
+	again, err := e.c.RegisterFile(t.Context(), "plugin/tmdb/poster.jpg")
+	if err != nil || again.Created || again.Root != r.Root {
+		t.Errorf("second register: %+v %v", again, err)
+	}
+
+	// The record now has the box-local fields.
+	m, err := e.c.Meta(t.Context(), r.CID, api.MetaOptions{})
+	if err != nil || m.Metadata["filePath"] != r.Path || m.Metadata["sizeByte"] == "" {
+		t.Errorf("record of the file: %+v %v", m, err)
+	}
+
+	e.sendJSON(http.MethodPost, "/api/files/register", map[string]string{"path": "plugin/missing.jpg"}).wantError(t, 404, "unknown_root")
+	e.sendJSON(http.MethodPost, "/api/files/register", map[string]string{"path": "plugin/tmdb"}).wantError(t, 400, "schema_violation")
+	for _, p := range []string{"", "poster.jpg", "watch/a.mkv", "plugin/../watch/a.mkv", "/etc/passwd", "plugin//x", "plugin/"} {
+		e.sendJSON(http.MethodPost, "/api/files/register", map[string]string{"path": p}).wantError(t, 400, "schema_violation")
+	}
+	// A symlink under plugin/ that leads out of the root is refused.
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	writeFile(t, outside, "secret")
+	if err := os.Symlink(outside, filepath.Join(e.root, "plugin/evil.txt")); err != nil {
+		t.Fatal(err)
+	}
+	e.sendJSON(http.MethodPost, "/api/files/register", map[string]string{"path": "plugin/evil.txt"}).wantError(t, 400, "schema_violation")
+}
+
+func TestFileServing(t *testing.T) {
+	e := newEnv(t)
+	content := "0123456789abcdefghij"
+	writeFile(t, filepath.Join(e.root, "plugin/a.txt"), content)
+	r, err := e.c.RegisterFile(t.Context(), "plugin/a.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a := e.get("/file/" + r.CID)
+	if a.status != 200 || string(a.body) != content || a.header.Get("Accept-Ranges") != "bytes" {
+		t.Errorf("full: %d %q %v", a.status, a.body, a.header)
+	}
+	a = e.do(http.MethodGet, "/file/"+r.CID, nil, "Range", "bytes=2-5")
+	if a.status != http.StatusPartialContent || string(a.body) != "2345" || a.header.Get("Content-Range") != "bytes 2-5/20" {
+		t.Errorf("range: %d %q %v", a.status, a.body, a.header)
+	}
+	a = e.do(http.MethodGet, "/file/"+r.CID, nil, "Range", "bytes=100-200")
+	if a.status != http.StatusRequestedRangeNotSatisfiable {
+		t.Errorf("range past the end: %d", a.status)
+	}
+	e.get("/file/"+cidC).wantError(t, 404, "unknown_cid")
+
+	a = e.get("/api/file/" + r.CID + "/info")
+	var fi api.FileInfo
+	a.decode(t, &fi)
+	if !fi.Exists || fi.Size == nil || *fi.Size != 20 || fi.FilePath != r.Path || !strings.HasPrefix(fi.ContentType, "text/plain") {
+		t.Errorf("info: %+v", fi)
+	}
+	a = e.get("/api/file/" + cidC + "/info")
+	if a.status != 200 || strings.TrimSpace(string(a.body)) != `{"exists":false}` {
+		t.Errorf("info of unknown: %d %s", a.status, a.body)
+	}
+
+	// Tuples.
+	a = e.get("/api/files/tuples")
+	wantKeys(t, a.body, "files", "count", "totalSize")
+	var tu api.FileTuplesResponse
+	a.decode(t, &tu)
+	if tu.Count != 1 || tu.TotalSize != 20 || tu.Files == nil || len(*tu.Files) != 1 ||
+		(*tu.Files)[0].HashID != r.Root || (*tu.Files)[0].FilePath != r.Path || (*tu.Files)[0].SizeByte != 20 || (*tu.Files)[0].MtimeNano == 0 {
+		t.Errorf("tuples: %+v", tu)
+	}
+	a = e.get("/api/files/tuples?summary=1")
+	wantKeys(t, a.body, "count", "totalSize")
+
+	// Swap the registered file for a symlink out of the root: never served.
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	writeFile(t, outside, "secret")
+	if err := os.Remove(filepath.Join(e.root, "plugin/a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(e.root, "plugin/a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	a = e.get("/file/" + r.CID)
+	a.wantError(t, 404, "unknown_cid")
+	if strings.Contains(string(a.body), "secret") {
+		t.Errorf("served outside the root: %s", a.body)
+	}
+	a = e.get("/api/file/" + r.CID + "/info")
+	if strings.TrimSpace(string(a.body)) != `{"exists":false}` {
+		t.Errorf("info of an escaping file: %s", a.body)
+	}
+}
+
+func TestFileServing_OutsideRoot(t *testing.T) {
+	e := newEnv(t)
+	outside := t.TempDir()
+	writeFile(t, filepath.Join(outside, "secret.txt"), "secret")
+	addLocal := func(st *store.Store, cid, path string) {
+		t.Helper()
+		if _, err := st.ApplyFiles(t.Context(), []store.FileUpdate{{Op: store.FileAdd,
+			File: store.LocalFile{Path: path, CID: cid, Size: 6, MtimeNano: 1}, EventPath: filepath.Base(path)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range []string{
+		filepath.Join(outside, "secret.txt"),                              // plainly outside
+		filepath.Join(e.root, "..", filepath.Base(outside), "secret.txt"), // out through ..
+		e.root, // the root itself: a directory
+	} {
+		addLocal(e.st, cidN(i), p)
+		a := e.get("/file/" + cidN(i))
+		a.wantError(t, 404, "unknown_cid")
+		if strings.Contains(string(a.body), "secret") || strings.Contains(string(a.body), outside) {
+			t.Errorf("%s: %s", p, a.body)
+		}
+	}
+
+	// A files root reached through a symlink still serves its own files.
+	link := filepath.Join(t.TempDir(), "root-link")
+	target := t.TempDir()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	e2 := newEnv(t, withAPI(func(c *api.Config) { c.FilesRoot = link }))
+	writeFile(t, filepath.Join(target, "in.txt"), "inside")
+	addLocal(e2.st, cidA, filepath.Join(link, "in.txt"))
+	if a := e2.get("/file/" + cidA); a.status != 200 || string(a.body) != "inside" {
+		t.Errorf("through a linked root: %d %s", a.status, a.body)
+	}
+}

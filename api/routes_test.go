@@ -1,0 +1,195 @@
+package api_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/store"
+)
+
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+
+func TestGoneRoutes(t *testing.T) {
+	e := newEnv(t)
+	for _, r := range []struct{ method, path string }{
+		{"PUT", "/meta/" + cidA}, {"PATCH", "/meta/" + cidA}, {"DELETE", "/meta/" + cidA},
+		{"PUT", "/meta/" + cidA + "/title"}, {"DELETE", "/meta/" + cidA + "/title"},
+		{"POST", "/meta/" + cidA + "/_add/tags"},
+		{"PUT", "/api/metadata/" + cidA}, {"DELETE", "/api/metadata/" + cidA},
+		{"PUT", "/api/metadata/" + cidA + "/property"},
+		{"POST", "/api/metadata/batch"},
+	} {
+		a := e.do(r.method, r.path, strings.NewReader(`{"title":"x"}`))
+		a.wantError(t, http.StatusGone, "gone")
+		if !strings.Contains(string(a.body), "POST /api/claims") {
+			t.Errorf("%s %s: %s does not point at POST /api/claims", r.method, r.path, a.body)
+		}
+	}
+}
+
+func TestUnknownRouteAndMethod(t *testing.T) {
+	e := newEnv(t)
+	e.get("/nope").wantError(t, 404, "unknown_root")
+	a := e.do(http.MethodPost, "/api/meta/"+cidA, nil)
+	a.wantError(t, 405, "method_not_allowed")
+	if allow := a.header.Values("Allow"); !slices.Contains(allow, "GET") {
+		t.Errorf("Allow %v", allow)
+	}
+}
+
+func TestCORS(t *testing.T) {
+	e := newEnv(t)
+	a := e.do(http.MethodOptions, "/api/claims", nil, "Origin", "http://example.org", "Access-Control-Request-Method", "POST")
+	if a.status != 200 || a.header.Get("Access-Control-Allow-Origin") != "*" ||
+		!strings.Contains(a.header.Get("Access-Control-Allow-Methods"), "POST") ||
+		!strings.Contains(a.header.Get("Access-Control-Allow-Headers"), "Content-Type") {
+		t.Errorf("preflight: %d %v", a.status, a.header)
+	}
+	if a := e.get("/health"); a.header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("GET lacks CORS: %v", a.header)
+	}
+	if a := e.get("/api/meta/" + cidA); a.header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("error answer lacks CORS: %v", a.header)
+	}
+}
+
+func TestKV(t *testing.T) {
+	e := newEnv(t)
+	a := e.sendJSON(http.MethodPut, "/api/kv/value", map[string]any{"key": "sorter:cursor", "value": "42"})
+	var v api.KVValue
+	a.decode(t, &v)
+	if v.Key != "sorter:cursor" || v.Value != "42" || !v.Exists {
+		t.Errorf("put: %+v", v)
+	}
+	a = e.get("/api/kv/value?key=sorter:cursor")
+	wantKeys(t, a.body, "key", "type", "value", "exists")
+	a.decode(t, &v)
+	if v.Value != "42" || !v.Exists {
+		t.Errorf("get: %+v", v)
+	}
+	var d api.KVDeleted
+	e.do(http.MethodDelete, "/api/kv/value?key=sorter:cursor", nil).decode(t, &d)
+	if !d.Deleted {
+		t.Errorf("delete: %+v", d)
+	}
+	e.get("/api/kv/value?key=sorter:cursor").decode(t, &v)
+	if v.Exists || v.Value != "" {
+		t.Errorf("after delete: %+v", v)
+	}
+	e.do(http.MethodDelete, "/api/kv/value?key=sorter:cursor", nil).decode(t, &d)
+	if d.Deleted {
+		t.Errorf("second delete: %+v", d)
+	}
+
+	for _, k := range []string{"file:x", "cid:x", "idx:x", "ev:x", "evhwm:x", "meta:x"} {
+		e.sendJSON(http.MethodPut, "/api/kv/value", map[string]any{"key": k, "value": "v"}).wantError(t, 400, "schema_violation")
+	}
+	e.sendJSON(http.MethodPut, "/api/kv/value", map[string]any{"key": "", "value": "v"}).wantError(t, 400, "schema_violation")
+	e.sendJSON(http.MethodPut, "/api/kv/value", map[string]any{"key": "k", "value": 5}).wantError(t, 400, "schema_violation")
+	e.sendJSON(http.MethodPut, "/api/kv/value", map[string]any{"key": "k"}).wantError(t, 400, "schema_violation")
+	e.get("/api/kv/value").wantError(t, 400, "schema_violation")
+	e.do(http.MethodDelete, "/api/kv/value", nil).wantError(t, 400, "schema_violation")
+}
+
+func TestClear(t *testing.T) {
+	e := newSeeded(t)
+	a := e.do(http.MethodPost, "/api/metadata/clear", nil)
+	wantKeys(t, a.body, "status", "message", "deletedCount")
+	var c api.ClearResponse
+	a.decode(t, &c)
+	if c.Status != "ok" || c.DeletedCount != 5 {
+		t.Errorf("clear: %+v", c)
+	}
+	e.get("/api/meta/"+cidA).wantError(t, 404, "unknown_cid")
+}
+
+func TestTrustRoutes(t *testing.T) {
+	e := newEnv(t, withStore(func(c *store.Config) { c.Trust = store.TrustList }))
+	uid := e.signer.UID()
+	a := e.do(http.MethodPut, "/api/trust/"+uid, nil)
+	wantKeys(t, a.body, "uid", "trusted")
+	var tc api.TrustChange
+	a.decode(t, &tc)
+	if tc.UID != uid || !tc.Trusted {
+		t.Errorf("trust: %+v", tc)
+	}
+	tl, err := e.c.Trust(t.Context())
+	if err != nil || tl.Mode != "list" || !slices.ContainsFunc(tl.Trusted, func(x store.TrustEntry) bool { return x.UID == uid }) {
+		t.Errorf("trust list: %+v %v", tl, err)
+	}
+	if err := e.c.RemoveTrust(t.Context(), uid); err != nil {
+		t.Fatal(err)
+	}
+	tl, _ = e.c.Trust(t.Context())
+	if slices.ContainsFunc(tl.Trusted, func(x store.TrustEntry) bool { return x.UID == uid }) {
+		t.Errorf("still trusted after DELETE: %+v", tl)
+	}
+	e.do(http.MethodDelete, "/api/trust/"+uid, nil).decode(t, &tc)
+	if tc.Trusted {
+		t.Errorf("distrust: %+v", tc)
+	}
+
+	for _, bad := range []string{"zNope", "notz", strings.Repeat("z", 200)} {
+		e.do(http.MethodPut, "/api/trust/"+bad, nil).wantError(t, 400, "bad_uid")
+		e.do(http.MethodDelete, "/api/trust/"+bad, nil).wantError(t, 400, "bad_uid")
+	}
+	if err := e.c.AddTrust(t.Context(), "zNope"); !errors.Is(err, store.ErrBadUID) {
+		t.Errorf("client AddTrust(bad): %v", err)
+	}
+	a = e.do(http.MethodPut, "/api/trust/"+uid, io.LimitReader(zeros{}, 2<<20))
+	a.wantError(t, 413, "too_large")
+	a = e.get("/api/trust")
+	wantKeys(t, a.body, "mode", "trusted")
+}
+
+func TestSwarmRoutes(t *testing.T) {
+	e := newEnv(t)
+	a := e.get("/api/swarm/status")
+	wantKeys(t, a.body, "peerId", "uid", "addrs", "swarm", "private", "peers", "trust", "replicate", "dht", "sync", "errors")
+	st, err := e.c.SwarmStatus(t.Context())
+	if err != nil || st.PeerID != "12D3KooWtest" || st.Addrs == nil {
+		t.Errorf("status: %+v %v", st, err)
+	}
+	a = e.get("/api/swarm/peers")
+	if a.status != 200 || strings.TrimSpace(string(a.body)) != "[]" {
+		t.Errorf("peers: %d %s", a.status, a.body)
+	}
+	peers, err := e.c.SwarmPeers(t.Context())
+	if err != nil || len(peers) != 0 {
+		t.Errorf("client peers: %v %v", peers, err)
+	}
+}
+
+// TestBadBodies sends garbage and oversized bodies to every route that reads one.
+func TestBadBodies(t *testing.T) {
+	e := newEnv(t)
+	for _, r := range []struct {
+		method, path string
+		limit        int64
+	}{
+		{"POST", "/api/claims", api.MaxClaimsBody},
+		{"POST", "/api/merge", api.MaxClaimsBody},
+		{"POST", "/api/metadata/search", 1 << 20},
+		{"POST", "/api/files/register", 1 << 20},
+		{"PUT", "/api/kv/value", 1 << 20},
+	} {
+		for _, b := range garbageBodies {
+			e.do(r.method, r.path, strings.NewReader(b)).wantError(t, 400, "schema_violation")
+		}
+		huge := func() io.Reader {
+			return io.MultiReader(strings.NewReader(`{"x":"`), io.LimitReader(zeros{}, r.limit), strings.NewReader(`"}`))
+		}
+		b, _ := io.ReadAll(huge())
+		e.do(r.method, r.path, bytes.NewReader(b)).wantError(t, 413, "too_large")
+		e.do(r.method, r.path, onlyReader{huge()}).wantError(t, 413, "too_large")
+	}
+	if h, err := e.c.Health(t.Context()); err != nil || h.Status != "ok" {
+		t.Errorf("after bad bodies: %v %v", h, err)
+	}
+}
