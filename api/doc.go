@@ -1,10 +1,17 @@
 // Package api serves the local HTTP/SSE surface that a home's services use
 // (http-api.md): record reads, signed-claim writes, event streams, files,
-// scratch keys, swarm and trust endpoints, and Prometheus metrics.
+// scratch keys, swarm and trust endpoints, and Prometheus metrics; and
+// api.Client, which every CLI command uses to talk to a node.
 //
 // It talks to the rest of the node only through the Store and Node
-// interfaces declared here, and never imports the swarm. Each request runs on
-// its own net/http goroutine; an SSE stream holds one store subscription and
-// ends when the client goes, the subscriber is dropped as too slow, or the
-// server closes.
+// interfaces declared here; it imports store for types only and never the
+// swarm or the node.
+//
+// Concurrency: the server loop is one goroutine started by Open and ended by
+// Close. Each request runs on its own net/http goroutine; a big claims
+// batch is decoded on all cores within its request. An SSE stream holds one
+// store subscription and ends when the client goes, the store drops it as
+// too slow, a write stays blocked past SSEWriteTimeout, or the server
+// closes. Close ends streams first, then drains requests (bounded), then
+// cancels what is left and waits for its handlers.
 package api

@@ -35,11 +35,24 @@ type testNode struct {
 
 	mu      sync.Mutex
 	remotes int // RemoteRecord calls
+
+	// gate, when set, holds SubmitClaims after it signals entered, until
+	// gate is closed: a request kept in flight for shutdown tests.
+	entered chan struct{}
+	gate    chan struct{}
 }
 
 var _ api.Node = (*testNode)(nil)
 
 func (n *testNode) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.Result, error) {
+	if n.gate != nil {
+		n.entered <- struct{}{}
+		select {
+		case <-n.gate:
+		case <-ctx.Done(): // as the store does
+			return nil, ctx.Err()
+		}
+	}
 	return n.st.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginLocal})
 }
 

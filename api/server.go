@@ -57,10 +57,11 @@ type Server struct {
 	gather  prometheus.Gatherer
 	initErr error
 
-	mu   sync.Mutex
-	srv  *http.Server
-	ln   net.Listener
-	done chan struct{} // closed when the serve goroutine returns
+	mu       sync.Mutex
+	handlers sync.WaitGroup // requests in a handler: Close waits for them
+	srv      *http.Server
+	ln       net.Listener
+	done     chan struct{} // closed when the serve goroutine returns
 
 	// streams ends SSE streams first on Close; base is every request's
 	// context and is cancelled only after the drain, so a write in flight
@@ -213,6 +214,15 @@ func (s *Server) Close() error {
 	if done != nil {
 		<-done
 	}
+	// A handler cut by srv.Close may still be running: its context is
+	// cancelled now; give it a bounded moment to return.
+	finished := make(chan struct{})
+	go func() { s.handlers.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(s.cfg.ShutdownTimeout):
+		s.log.Error("handlers still running after close")
+	}
 	return err
 }
 
@@ -240,6 +250,8 @@ func (s *Server) handle(pattern string, h handlerFunc) {
 
 func (s *Server) wrap(rm *routeMetrics, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.handlers.Add(1)
+		defer s.handlers.Done()
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		err := h(sw, r)
@@ -263,6 +275,8 @@ func (s *Server) writeError(sw *statusWriter, r *http.Request, err error) {
 	}
 	e := errorFor(err)
 	switch {
+	case errors.Is(err, context.Canceled): // the client went away, or shutdown
+		s.log.Debug("request cancelled", "method", r.Method, "path", r.URL.Path, "err", err)
 	case e.Status >= 500:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", err)
 	default:
