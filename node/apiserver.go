@@ -14,7 +14,7 @@ func (n *Node) openAPI(ctx context.Context) error {
 		Store:      n.store,
 		Node:       n,
 		FilesRoot:  n.cfg.FilesRoot,
-		Logger:     n.cfg.Logger.With("component", "api"),
+		Logger:     n.cfg.Logger,
 		Registerer: n.reg,
 		Gatherer:   n.reg,
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/metanode/metanode/api"
@@ -189,17 +190,21 @@ func (n *Node) Trust(ctx context.Context, uid string) error {
 	return nil
 }
 
-// Distrust blocks uid and withdraws this node's vouch for it (a signed
-// retraction of vouch/<uid>, harmless when there was none), so other homes
-// stop trusting it through this node.
+// Distrust blocks uid and, when this node vouched for it, withdraws the
+// vouch (a signed retraction of vouch/<uid>), so other homes stop trusting
+// it through this node.
 func (n *Node) Distrust(ctx context.Context, uid string) error {
+	vouched, err := n.vouchesFor(ctx, uid)
+	if err != nil {
+		return err
+	}
 	if err := n.store.Distrust(ctx, uid); err != nil {
 		return err
 	}
 	n.mu.Lock()
 	n.distrusted[uid] = true
 	n.mu.Unlock()
-	if n.store.TrustMode() == store.TrustList {
+	if vouched {
 		r := n.identity.Retraction(n.peerCID, store.VouchPrefix+uid, n.nowMS())
 		res, err := n.store.Submit(ctx, []store.Claim{r}, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})
 		if err != nil {
@@ -209,6 +214,23 @@ func (n *Node) Distrust(ctx context.Context, uid string) error {
 	}
 	n.swarm.Resync()
 	return nil
+}
+
+// vouchesFor reports whether this node currently vouches for uid.
+func (n *Node) vouchesFor(ctx context.Context, uid string) (bool, error) {
+	if n.store.TrustMode() != store.TrustList {
+		return false, nil
+	}
+	list, err := n.store.TrustList(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range list {
+		if e.UID == uid {
+			return slices.Contains(e.VouchedBy, n.identity.UID()), nil
+		}
+	}
+	return false, nil
 }
 
 // Health reports each part's state; the node is degraded when its store

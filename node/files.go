@@ -18,7 +18,7 @@ func (n *Node) openWatcher(ctx context.Context) error {
 	w := watcher.New(watcher.Config{
 		Root:   n.cfg.FilesRoot,
 		Store:  n.store,
-		Logger: n.cfg.Logger.With("component", "watcher"),
+		Logger: n.cfg.Logger,
 	})
 	if err := w.Open(ctx); err != nil {
 		return err

@@ -140,7 +140,7 @@ func (n *Node) openStore(ctx context.Context) error {
 	st := store.New(store.Config{
 		TruthPath:  n.cfg.TruthPath,
 		CachePath:  n.cfg.CachePath,
-		Logger:     n.cfg.Logger.With("component", "store"),
+		Logger:     n.cfg.Logger,
 		Registerer: n.reg,
 		Trust:      n.cfg.Trust,
 		OwnUID:     n.identity.UID(),
@@ -176,7 +176,7 @@ func (n *Node) openSwarm(ctx context.Context) error {
 		MaxConns:      n.cfg.MaxConns,
 		SyncInterval:  n.cfg.SyncInterval,
 		LookupTimeout: n.cfg.LookupTimeout,
-		Logger:        n.cfg.Logger.With("component", "swarm"),
+		Logger:        n.cfg.Logger,
 		Registerer:    n.reg,
 	}
 	n.configureInterest(&scfg)
