@@ -45,6 +45,18 @@ func (w *writer) applyPhase(b *batch, reqs []*request) error {
 			return err
 		}
 	}
+	for _, a := range b.added {
+		rid, _ := w.s.groups.ridOf(a[1]) // a later join may have moved it
+		if b.created[rid] || b.full[rid] || b.lost[rid] {
+			continue // written in full above
+		}
+		if _, err := w.cPut.exec("cid:"+a[1], rid); err != nil {
+			return err
+		}
+		if err := w.setField(b, rid, LinkPrefix+a[1], "", false, "true", true); err != nil {
+			return err
+		}
+	}
 	if err := w.applyKeys(b); err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ type batch struct {
 	lost    map[string]bool // rids absorbed by a join
 	local   map[string]bool // rids whose box-local fields to refresh
 	fts     map[string]bool // rids whose search row to rewrite
+	added   [][2]string     // (rid, cid): a cid with no claims joined an existing group
 	cbp     []cbpRow        // new claim_by_pid rows
 	sync    []syncOp        // sync set changes, in order
 	events  []streamEvent   // events written in this batch, for the subscribers
@@ -283,7 +284,7 @@ func (w *writer) link(b *batch, cid, target string) error {
 		}
 		g.add(target, ra)
 		b.fresh[target] = true
-		b.full[ra] = true
+		b.added = append(b.added, [2]string{ra, target}) // no claims, no files: only its member row
 		b.rebuild = true
 		return nil
 	}

@@ -25,7 +25,7 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, int, er
 		limit = 100
 	}
 	offset := max(q.Offset, 0)
-	tokens := strings.Fields(strings.ToLower(q.Query))
+	tokens := tokenize(q.Query)
 	tx, err := s.cacheR.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, 0, fmt.Errorf("search: %w", err)
@@ -97,6 +97,9 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, int, er
 	return hits, total, nil
 }
 
+// tokenize splits a query into lower-cased whitespace tokens.
+func tokenize(q string) []string { return strings.Fields(strings.ToLower(q)) }
+
 func collect(ctx context.Context, tx *sql.Tx, q string, args ...any) (map[string]bool, error) {
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -128,7 +131,7 @@ func isASCII(s string) bool {
 func ftsExpr(tokens []string) string {
 	var parts []string
 	for _, t := range tokens {
-		if len(t) >= 3 && isASCII(t) {
+		if len(t) >= 3 && isASCII(t) && !strings.ContainsRune(t, 0) { // FTS5 reads a NUL as the end of the query
 			parts = append(parts, `"`+strings.ReplaceAll(t, `"`, `""`)+`"`)
 		}
 	}
@@ -170,7 +173,8 @@ func filterCandidates(ctx context.Context, tx *sql.Tx, f SearchFilter) (map[stri
 		if isASCII(v) && isASCII(f.Property) {
 			err = add(base+`lower(substr(k, 33)) = ?`, prop+"/"+lv)
 			if err == nil {
-				err = add(base+`lower(substr(k, 33)) = ? AND lower(v) LIKE ? ESCAPE '\'`, prop, "%"+likeEscape(lv)+"%")
+				flat := strings.TrimSpace(lv) // the flat arm compares trimmed values
+				err = add(base+`lower(substr(k, 33)) = ? AND lower(v) LIKE ? ESCAPE '\'`, prop, "%"+likeEscape(flat)+"%")
 			}
 		} else {
 			// SQLite folds ASCII only: take every member and every value.

@@ -1,0 +1,210 @@
+package store_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
+)
+
+// benchClaims is the scale of BenchmarkStore: METANODE_BENCH_CLAIMS, by
+// default the reference 1,000,000 claims (about 58,000 records).
+func benchClaims() int {
+	if n, err := strconv.Atoi(os.Getenv("METANODE_BENCH_CLAIMS")); err == nil && n > 0 {
+		return n
+	}
+	return 1_000_000
+}
+
+// verifyRate measures the machine's limit: claims verified per second on
+// all cores (VerifyAll, public keys cached), on claims of the dataset.
+func verifyRate(tb testing.TB, d *storetest.Dataset) float64 {
+	var sample []store.Claim
+	_ = d.Each(20_000, func(cs []store.Claim) error {
+		if sample == nil {
+			sample = slices.Clone(cs)
+		}
+		return nil
+	})
+	ids := make([]store.ID, len(sample))
+	for i := range sample {
+		ids[i] = sample[i].ID()
+	}
+	store.VerifyAll(sample[:100], ids[:100], nil) // warm the key cache
+	start := time.Now()
+	for _, err := range store.VerifyAll(sample, ids, nil) {
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return float64(len(sample)) / time.Since(start).Seconds()
+}
+
+// procStatus reads a field of /proc/self/status in bytes (VmRSS, VmHWM).
+func procStatus(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte(field+":")); ok {
+			kb, _ := strconv.ParseInt(string(bytes.Fields(v)[0]), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	slices.Sort(d)
+	return d[min(len(d)-1, int(float64(len(d))*p))]
+}
+
+// BenchmarkStore runs the reference-scale measurements once (use
+// -benchtime=1x): ingest throughput as a ratio to the all-core signature
+// verification rate of the same run, record reads by cid, restart to
+// serving, full cache rebuild, and memory.
+func BenchmarkStore(b *testing.B) {
+	n := benchClaims()
+	d := storetest.Fixture(b, n)
+	dir := b.TempDir()
+	tp, cp := filepath.Join(dir, "truth.db"), filepath.Join(dir, "cache.db")
+	cfg := store.Config{TruthPath: tp, CachePath: cp, Trust: store.TrustOpen, Logger: storetest.Logger(b, 8)}
+	limit := verifyRate(b, d)
+
+	// Ingest: four writers submit batches of 1000 claims as they come.
+	s := store.New(cfg)
+	if err := s.Open(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	batches := make(chan []store.Claim, 8)
+	var wg sync.WaitGroup
+	var failed error
+	var mu sync.Mutex
+	start := time.Now()
+	for range 4 {
+		wg.Go(func() {
+			for cs := range batches {
+				res, err := s.Submit(ctx, cs, store.SubmitOptions{})
+				if err == nil {
+					for _, r := range res {
+						if r.Outcome == store.Rejected {
+							err = r.Err
+						}
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	err := d.Each(1000, func(cs []store.Claim) error {
+		batches <- slices.Clone(cs)
+		return nil
+	})
+	close(batches)
+	wg.Wait()
+	ingest := time.Since(start)
+	if err != nil || failed != nil {
+		b.Fatal(err, failed)
+	}
+	rate := float64(n) / ingest.Seconds()
+	runtime.GC()
+	rssIngest, hwmIngest := procStatus("VmRSS"), procStatus("VmHWM")
+
+	// Reads by cid: latency of one reader, then throughput of many.
+	r := rand.New(rand.NewPCG(1, 1))
+	lat := make([]time.Duration, 20_000)
+	for i := range lat {
+		c := d.CIDs[r.IntN(len(d.CIDs))]
+		t0 := time.Now()
+		if _, err := s.Record(ctx, c, ""); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(t0)
+	}
+	p50, p99 := percentile(lat, 0.50), percentile(lat, 0.99)
+	const perReader = 10_000
+	readers := 2 * runtime.GOMAXPROCS(0)
+	t0 := time.Now()
+	for w := range readers {
+		wg.Go(func() {
+			rr := rand.New(rand.NewPCG(uint64(w), 2))
+			for range perReader {
+				if _, err := s.Record(ctx, d.CIDs[rr.IntN(len(d.CIDs))], ""); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	readRate := float64(readers*perReader) / time.Since(t0).Seconds()
+	st, _ := s.Stats(ctx)
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+
+	// Restart to serving: Open, then the first record read.
+	t0 = time.Now()
+	s = store.New(cfg)
+	if err := s.Open(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Record(ctx, d.CIDs[0], ""); err != nil {
+		b.Fatal(err)
+	}
+	restart := time.Since(t0)
+	<-s.SyncReady()
+	syncReady := time.Since(t0)
+	rssServing := procStatus("VmRSS")
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+
+	// Full rebuild: delete the cache; Open rebuilds it.
+	for _, p := range []string{cp, cp + "-wal", cp + "-shm"} {
+		os.Remove(p)
+	}
+	t0 = time.Now()
+	s = store.New(cfg)
+	if err := s.Open(ctx); err != nil {
+		b.Fatal(err)
+	}
+	rebuild := time.Since(t0)
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+
+	b.ReportMetric(rate, "claims/s")
+	b.ReportMetric(limit, "verify/s")
+	b.ReportMetric(rate/limit, "ingest/verify")
+	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+	b.ReportMetric(readRate, "reads/s")
+	b.ReportMetric(restart.Seconds(), "restart-s")
+	b.ReportMetric(rebuild.Seconds(), "rebuild-s")
+	b.ReportMetric(float64(hwmIngest)/(1<<20), "peak-RSS-MB")
+	b.Logf("%d claims, %d records, %d cores: ingest %.0f claims/s in %s = %.2f of the verify limit (%.0f/s); "+
+		"record by cid p50 %s p99 %s, %.0f reads/s with %d readers; restart to serving %s (sync set ready %s); "+
+		"full rebuild %s; RSS after ingest %d MB (peak %d MB), serving after restart %d MB",
+		n, st.Records, runtime.GOMAXPROCS(0), rate, ingest.Round(time.Millisecond), rate/limit, limit,
+		p50, p99, readRate, readers, restart.Round(time.Millisecond), syncReady.Round(time.Millisecond),
+		rebuild.Round(time.Millisecond), rssIngest>>20, hwmIngest>>20, rssServing>>20)
+	fmt.Fprintln(os.Stderr)
+}
