@@ -55,11 +55,14 @@ type Config struct {
 	NoAutoTrust bool
 	Replicate   Replicate // default ReplicateAll
 
-	MDNS         bool // LAN discovery
-	DHTServer    bool // kad-dht server mode
-	RelayService bool // act as a relay (bootstrap profile)
-	PeerExchange bool // gossipsub peer exchange (bootstrap profile)
-	MaxConns     int  // connection manager high water; default swarm.DefaultMaxConns
+	MDNS         bool     // LAN discovery
+	DHTServer    bool     // kad-dht server mode
+	RelayService bool     // act as a relay (bootstrap profile)
+	PeerExchange bool     // gossipsub peer exchange (bootstrap profile)
+	MaxConns     int      // connection manager high water; default swarm.DefaultMaxConns
+	Public       bool     // force public reachability (a bootstrap node on a public address)
+	PortMap      bool     // ask the router for a port mapping (UPnP / NAT-PMP)
+	Relays       []string // static relays (multiaddrs with /p2p/) for a home behind NAT
 
 	SyncInterval  time.Duration // periodic reconciliation; default the swarm's
 	LookupTimeout time.Duration // remote lookups; default the swarm's

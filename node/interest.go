@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/metanode/metanode/store"
@@ -20,7 +21,51 @@ func (n *Node) swarmStore() swarm.Store {
 
 // configureInterest tells the swarm which cids to fetch on its own in
 // interest mode.
-func (n *Node) configureInterest(cfg *swarm.Config) {}
+func (n *Node) configureInterest(cfg *swarm.Config) {
+	if n.cfg.Replicate == ReplicateInterest {
+		cfg.Interest = n.interestCIDs
+	}
+}
+
+// maxInterest bounds the interest list (a library of a million files is
+// far beyond a home's).
+const maxInterest = 1 << 20
+
+// interestCIDs lists the cids this node keeps claims about: its local
+// files' cids and every cid it already holds shared claims for (looked-up
+// cids and those linked to them included).
+func (n *Node) interestCIDs(ctx context.Context) ([]string, error) {
+	seen := make(map[string]bool)
+	var out []string
+	add := func(c string) {
+		if c != "" && !seen[c] && len(out) < maxInterest {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	files, err := n.store.LocalFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("interest: %w", err)
+	}
+	for _, f := range files {
+		add(f.CID)
+	}
+	const page = 4096
+	for after := ""; len(out) < maxInterest; {
+		cids, err := n.store.CIDs(ctx, after, page)
+		if err != nil {
+			return nil, fmt.Errorf("interest: %w", err)
+		}
+		for _, c := range cids {
+			add(c)
+		}
+		if len(cids) < page {
+			break
+		}
+		after = cids[len(cids)-1]
+	}
+	return out, nil
+}
 
 // ErrNotInterested is the result of a peer claim that an interest-mode node
 // dropped because it has no record for the claim's cid.

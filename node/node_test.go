@@ -268,3 +268,67 @@ func TestNode_TwoHomesShareClaims(t *testing.T) {
 		t.Fatalf("A's peers = %+v, %v; want B", peers, err)
 	}
 }
+
+// TestNode_InterestReplication: a home in interest mode keeps peer claims
+// about the cids it knows, drops the rest, and gets an unknown cid's record
+// on request through a remote lookup.
+func TestNode_InterestReplication(t *testing.T) {
+	ctx := context.Background()
+	a := openNode(t, testConfig(t, dataDir(t, "a")))
+	cfg := testConfig(t, dataDir(t, "b"))
+	cfg.Bootstrap = a.Addrs()[:1]
+	cfg.Replicate = node.ReplicateInterest
+	b := openNode(t, cfg)
+	if err := a.Trust(ctx, b.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Trust(ctx, a.UID()); err != nil {
+		t.Fatal(err)
+	}
+	known, unknown := testCID(20), testCID(21)
+	if _, err := b.SubmitClaims(ctx, []store.Claim{signer(t).Text(known, "title", "mine", nowMS())}); err != nil {
+		t.Fatal(err)
+	}
+	// A first write makes B trust A's plugin (A's vouch travels; B keeps
+	// vouches whatever their cid), so the next claims are live gossip.
+	pluginA := signer(t)
+	if _, err := a.SubmitClaims(ctx, []store.Claim{pluginA.Text(testCID(22), "title", "warm-up", nowMS())}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "B trusts A's plugin", func() error {
+		if !b.Store().Trusted(pluginA.UID()) {
+			return errNo
+		}
+		return nil
+	})
+	ts := nowMS()
+	if _, err := a.SubmitClaims(ctx, []store.Claim{
+		pluginA.Text(known, "year", "1995", ts),
+		pluginA.Text(unknown, "title", "Heat", ts),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "A's claim about B's cid on B", func() error { return hasField(ctx, b.Store(), known, "year", "1995") })
+	if _, err := b.Store().Record(ctx, unknown, ""); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("B kept a claim about a cid it does not know: %v", err)
+	}
+	st, err := b.SwarmStatus(ctx)
+	if err != nil || st.Replicate != "interest" {
+		t.Fatalf("B's status: %+v, %v", st, err)
+	}
+	waitFor(t, 30*time.Second, "B's remote lookup of the unknown cid", func() error {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		rec, err := b.RemoteRecord(lctx, unknown, "")
+		if err != nil {
+			return err
+		}
+		if rec.Fields["title"] != "Heat" {
+			return errNo
+		}
+		return nil
+	})
+	if err := hasField(ctx, b.Store(), unknown, "title", "Heat"); err != nil {
+		t.Fatalf("looked-up record not stored on B: %v", err)
+	}
+}

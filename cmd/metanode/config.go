@@ -40,6 +40,8 @@ type Config struct {
 	Profile        string   `yaml:"profile"`          // home | bootstrap
 	MDNS           bool     `yaml:"mdns"`             // LAN discovery
 	MaxConns       int      `yaml:"max-conns"`        // connection manager high water
+	Relays         []string `yaml:"relays"`           // static relays for a home behind NAT
+	PortMap        bool     `yaml:"port-map"`         // ask the router for a port mapping
 	LogLevel       string   `yaml:"log-level"`        // debug | info | warn | error
 	LogFormat      string   `yaml:"log-format"`       // text | json
 }
@@ -110,6 +112,10 @@ var settings = []setting{
 			}
 			return ""
 		}},
+	{name: "relays", env: []string{"METANODE_RELAYS"}, usage: "static relay for a home behind NAT, a multiaddr ending in /p2p/<peerId> (repeatable)",
+		field: func(c *Config) any { return &c.Relays }, check: func(c *Config) string { return checkPeerAddrs(c.Relays) }},
+	{name: "port-map", env: []string{"METANODE_PORT_MAP"}, usage: "ask the router for a port mapping (UPnP / NAT-PMP)",
+		field: func(c *Config) any { return &c.PortMap }},
 	{name: "log-level", env: []string{"METANODE_LOG_LEVEL"}, usage: "log level: debug, info, warn or error",
 		field: func(c *Config) any { return &c.LogLevel }, check: func(c *Config) string { return oneOf(c.LogLevel, "debug", "info", "warn", "error") }},
 	{name: "log-format", env: []string{"METANODE_LOG_FORMAT"}, usage: "log format: text or json",
@@ -415,8 +421,10 @@ func checkListen(c *Config) string {
 	return ""
 }
 
-func checkBootstrap(c *Config) string {
-	for _, a := range c.Bootstrap {
+func checkBootstrap(c *Config) string { return checkPeerAddrs(c.Bootstrap) }
+
+func checkPeerAddrs(addrs []string) string {
+	for _, a := range addrs {
 		if _, err := peer.AddrInfoFromString(a); err != nil {
 			return fmt.Sprintf("%q is not a multiaddr ending in /p2p/<peerId>: %v", a, err)
 		}
@@ -490,6 +498,9 @@ func (c *Config) NodeConfig() node.Config {
 		RelayService: bootstrap,
 		PeerExchange: bootstrap,
 		MaxConns:     c.MaxConns,
+		Public:       bootstrap,
+		PortMap:      c.PortMap,
+		Relays:       c.Relays,
 	}
 }
 
