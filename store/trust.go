@@ -81,9 +81,11 @@ func (v *trustView) trusted(uid string) bool {
 	return ok
 }
 
-// clone copies the view for the writer to change.
+// clone copies the view for the writer to change. The effective set is
+// shared until build replaces it (build makes a new map), so a clone that
+// ends up unchanged still answers like the original.
 func (v *trustView) clone() *trustView {
-	n := &trustView{mode: v.mode, own: v.own, list: maps.Clone(v.list)}
+	n := &trustView{mode: v.mode, own: v.own, list: maps.Clone(v.list), eff: v.eff}
 	n.vouches = make(map[string]map[string]struct{}, len(v.vouches))
 	for k, s := range v.vouches {
 		n.vouches[k] = maps.Clone(s)

@@ -205,3 +205,29 @@ func TestTrust_Restart(t *testing.T) {
 		t.Fatal("trust lost across a restart")
 	}
 }
+
+// TestTrust_NoOpVouchRetraction: withdrawing a vouch that was never given
+// changes nothing (it once left the writer with an empty trusted set).
+func TestTrust_NoOpVouchRetraction(t *testing.T) {
+	own, x := storetest.Signer(1), storetest.Signer(2)
+	s := open(t, store.Config{Trust: store.TrustList, OwnUID: own.UID()})
+	if err := s.Trust(ctx, x.UID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, s, x.Text(cidA, "title", "x", 1))
+	res := submit(t, s, vouch(t, own, storetest.Signer(3).UID(), 2, false), x.Text(cidA, "year", "1", 2))
+	if res[0].Outcome != store.Accepted || res[1].Outcome != store.Accepted {
+		t.Fatalf("outcomes %v %v / %v %v", res[0].Outcome, res[0].Err, res[1].Outcome, res[1].Err)
+	}
+	if r := submit(t, s, x.Text(cidA, "type", "movie", 3))[0]; r.Outcome != store.Accepted {
+		t.Fatalf("after a no-op vouch retraction: %v %v", r.Outcome, r.Err)
+	}
+	if v, err := s.Field(ctx, cidA, "title"); err != nil || v != "x" {
+		t.Fatalf("title=%q %v", v, err)
+	}
+	signalled(s) // drain Trust(x)'s signal
+	submit(t, s, vouch(t, own, storetest.Signer(4).UID(), 4, false))
+	if signalled(s) {
+		t.Fatal("a no-op vouch retraction signalled a trust change")
+	}
+}
