@@ -103,6 +103,7 @@ func (s *Swarm) fetchFrom(ctx context.Context, p peer.ID, cids []string) (int, e
 		s.met.fetches.WithLabelValues("empty").Inc()
 		return 0, nil
 	}
+	gen := s.refused.generation()
 	res, err := s.cfg.Store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginFetch})
 	if err != nil {
 		return 0, fmt.Errorf("store fetched claims: %w", err)
@@ -113,7 +114,7 @@ func (s *Swarm) fetchFrom(ctx context.Context, p peer.ID, cids []string) (int, e
 		case r.Outcome != store.Rejected:
 			n++
 		case errors.Is(r.Err, store.ErrUntrusted):
-			s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID})
+			s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID}, gen)
 		case isInvalid(r.Err):
 			bad++
 		}
@@ -237,9 +238,6 @@ func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
 	for _, p := range s.host.Network().Peers() {
 		if len(asked) > lookupFallback || ctx.Err() != nil {
 			break
-		}
-		if ok, _ := s.host.Peerstore().SupportsProtocols(p, ProtocolFetch); len(ok) == 0 {
-			continue
 		}
 		if n, ok := try(peer.AddrInfo{ID: p}); ok {
 			s.met.lookups.WithLabelValues("found").Inc()

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -71,7 +72,9 @@ func (s *Swarm) openGossip() error {
 		pubsub.WithPeerOutboundQueueSize(256),
 		pubsub.WithPeerScore(s.scoreParams(topic), scoreThresholds()),
 		pubsub.WithRawTracer(&tracer{s: s}),
-		pubsub.WithLogger(s.log.With("sub", "pubsub")),
+		// pubsub warns about routine events (e.g. a host without a decaying
+		// tag manager); only its errors reach the owner's log.
+		pubsub.WithLogger(slog.New(minLevel{s.log.With("sub", "pubsub").Handler(), slog.LevelError})),
 	}
 	ps, err := pubsub.NewGossipSub(psCtx, s.host, opts...)
 	if err != nil {
@@ -147,6 +150,11 @@ func scoreThresholds() *pubsub.PeerScoreThresholds {
 func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	if from == s.host.ID() {
 		return pubsub.ValidationAccept // our own batch: stored and verified already
+	}
+	if len(msg.Data) > 0 && msg.Data[0] != gossipVersion {
+		// A newer format this node cannot read: not the sender's fault.
+		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
+		return pubsub.ValidationIgnore
 	}
 	claims, err := decodeGossip(msg.Data)
 	if err != nil {
@@ -246,6 +254,7 @@ func (s *Swarm) runGossipStore(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case claims := <-s.gossipIn:
+			gen := s.refused.generation()
 			res, err := s.cfg.Store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginPeer, Verified: true})
 			if err != nil {
 				if ctx.Err() == nil {
@@ -255,7 +264,7 @@ func (s *Swarm) runGossipStore(ctx context.Context) {
 			}
 			for i, r := range res {
 				if r.Outcome == store.Rejected && errors.Is(r.Err, store.ErrUntrusted) {
-					s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID})
+					s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID}, gen)
 				}
 			}
 			s.counters.gossipStored.Add(int64(len(claims)))
@@ -315,4 +324,22 @@ func (s *Swarm) runPublisher(ctx context.Context) {
 			flush()
 		}
 	}
+}
+
+// minLevel drops records below a level.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }

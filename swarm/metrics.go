@@ -198,7 +198,17 @@ func (s *Swarm) recordSync(st SyncStats) {
 	s.counters.claimsSent.Add(st.ClaimsSent)
 	s.counters.claimsRecvd.Add(st.ClaimsRecvd)
 	s.peerStats.synced(st)
+	if st.ClaimsRecvd > 0 && st.Refused < st.ClaimsMoved {
+		select {
+		case s.cascadeCh <- st.Peer:
+		default:
+		}
+	}
 	if st.Err != nil && s.ctx.Err() == nil {
 		s.log.Debug("sync session failed", "peer", st.Peer, "initiator", st.Initiator, "err", st.Err)
+		return
 	}
+	s.log.Debug("sync session", "peer", st.Peer, "initiator", st.Initiator, "round_trips", st.RoundTrips,
+		"sent", st.ClaimsSent, "received", st.ClaimsMoved, "bytes_out", st.BytesSent, "bytes_in", st.BytesRecvd,
+		"took", st.Duration)
 }

@@ -21,7 +21,10 @@ type atomicInt = atomic.Int64
 // ---- misbehaving peers ----
 
 const (
-	penaltyThreshold = 3                // invalid deliveries within penaltyWindow that get a peer blocked
+	// Invalid deliveries within penaltyWindow that get a peer blocked. Two,
+	// as gossipsub's own score graylists a peer after two invalid messages
+	// (P4 weight -100, squared) and would hide a third from us.
+	penaltyThreshold = 2
 	penaltyWindow    = 10 * time.Minute // how long an invalid delivery counts
 	maxPenalised     = 4096             // peers tracked
 )
@@ -123,6 +126,7 @@ const maxRefused = 1 << 17
 type refusedSet struct {
 	mu    sync.Mutex
 	max   int
+	gen   uint64 // bumped by clear: refusals decided before a trust change are dropped
 	items map[store.SyncItem]struct{}
 	order []store.SyncItem
 }
@@ -131,10 +135,19 @@ func newRefusedSet(max int) *refusedSet {
 	return &refusedSet{max: max, items: map[store.SyncItem]struct{}{}}
 }
 
-func (r *refusedSet) add(it store.SyncItem) {
+// generation returns the current generation, to pass to add.
+func (r *refusedSet) generation() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.items[it]; ok {
+	return r.gen
+}
+
+// add remembers a refusal decided in generation gen (ignored when trust
+// changed since).
+func (r *refusedSet) add(it store.SyncItem, gen uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.items[it]; ok || gen != r.gen {
 		return
 	}
 	if len(r.order) >= r.max {
@@ -153,6 +166,7 @@ func (r *refusedSet) clear() {
 	defer r.mu.Unlock()
 	clear(r.items)
 	r.order = nil
+	r.gen++
 }
 
 func (r *refusedSet) len() int {
@@ -257,6 +271,11 @@ func (s *Swarm) onConnected(c network.Conn) {
 		}
 		return
 	}
+	at := c.Stat().Opened
+	if at.IsZero() {
+		at = time.Now()
+	}
+	s.peerStats.connected(p, at)
 	if len(s.host.Network().ConnsToPeer(p)) > 1 {
 		return // not the first connection to this peer
 	}
@@ -272,6 +291,7 @@ func (s *Swarm) onDisconnected(c network.Conn) {
 		return
 	}
 	s.limiter.forget(p)
+	s.peerStats.disconnected(p)
 }
 
 // runConnector dials peers found by mDNS and disconnects blocked peers.

@@ -17,48 +17,59 @@ const (
 	periodicPeers    = 3  // peers reconciled with per period
 	interestEvery    = 10 // periods between interest fetches from one peer
 	sessionTimeout   = 30 * time.Minute
+	// cascadeDelay: after a session brought in claims, the other peers are
+	// reconciled with this soon after, so claims recovered by sync (a
+	// healed partition, a node back online) spread past the two nodes of
+	// the new connection without waiting for the periodic sync. Sessions
+	// between nodes that agree cost one round trip.
+	cascadeDelay = 500 * time.Millisecond
 )
 
 // runSyncScheduler starts sync sessions: with a peer right after it
 // connects (one side only, the one with the lower peer id, so a connection
 // costs one session), every SyncInterval with the few peers synced least
-// recently, and with every peer on Resync. It owns the session goroutines
+// recently, with every other peer shortly after a session brought claims
+// in, and with every peer on Resync. It owns the session goroutines
 // and waits for them before returning.
 func (s *Swarm) runSyncScheduler(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	sem := make(chan struct{}, maxOutboundSyncs)
 	var mu sync.Mutex
-	running := map[peer.ID]bool{}
+	// running: a session with the peer is under way; again: another was
+	// asked for meanwhile (a trust change must not be lost to a session
+	// that started before it).
+	type state struct{ again, interest bool }
+	running := map[peer.ID]*state{}
 	start := func(p peer.ID, interest bool) {
 		mu.Lock()
-		if running[p] {
+		if st, ok := running[p]; ok {
+			st.again = true
+			st.interest = st.interest || interest
 			mu.Unlock()
 			return
 		}
-		running[p] = true
+		running[p] = &state{}
 		mu.Unlock()
 		wg.Go(func() {
-			defer func() {
+			for {
+				if !s.runSession(ctx, sem, p, interest) {
+					break
+				}
 				mu.Lock()
-				delete(running, p)
+				st := running[p]
+				if !st.again {
+					delete(running, p)
+					mu.Unlock()
+					return
+				}
+				interest = st.interest
+				*st = state{}
 				mu.Unlock()
-			}()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
 			}
-			defer func() { <-sem }()
-			sctx, cancel := context.WithTimeout(ctx, sessionTimeout)
-			defer cancel()
-			if s.host.Network().Connectedness(p) != network.Connected {
-				return
-			}
-			if interest && s.cfg.Interest != nil {
-				s.fetchInterest(sctx, p)
-			}
-			_, _ = s.SyncWith(sctx, p)
+			mu.Lock()
+			delete(running, p)
+			mu.Unlock()
 		})
 	}
 	period := func() time.Duration { // jittered ±20%
@@ -67,11 +78,27 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 	}
 	timer := time.NewTimer(period())
 	defer timer.Stop()
+	cascade := time.NewTimer(time.Hour)
+	cascade.Stop()
+	defer cascade.Stop()
+	sources := map[peer.ID]bool{}
 	ticks := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case p := <-s.cascadeCh:
+			if len(sources) == 0 {
+				cascade.Reset(cascadeDelay)
+			}
+			sources[p] = true
+		case <-cascade.C:
+			for _, p := range s.host.Network().Peers() {
+				if !sources[p] {
+					start(p, false)
+				}
+			}
+			clear(sources)
 		case p := <-s.connCh:
 			if s.host.ID() < p || s.cfg.Interest != nil {
 				start(p, true)
@@ -104,4 +131,25 @@ func (s *Swarm) leastRecentlySynced(n int) []peer.ID {
 		return s.peerStats.lastSync(a).Compare(s.peerStats.lastSync(b))
 	})
 	return ps[:min(n, len(ps))]
+}
+
+// runSession runs one scheduled session with p once a slot is free; false
+// when the swarm is closing.
+func (s *Swarm) runSession(ctx context.Context, sem chan struct{}, p peer.ID, interest bool) bool {
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-sem }()
+	sctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if s.host.Network().Connectedness(p) != network.Connected {
+		return true
+	}
+	if interest && s.cfg.Interest != nil {
+		s.fetchInterest(sctx, p)
+	}
+	_, _ = s.SyncWith(sctx, p)
+	return ctx.Err() == nil
 }

@@ -81,10 +81,8 @@ func (s *Swarm) Peers() []PeerInfo {
 		pi := PeerInfo{PeerID: p.String(), Latency: s.host.Peerstore().LatencyEWMA(p)}
 		for _, c := range s.host.Network().ConnsToPeer(p) {
 			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr().String())
-			if o := c.Stat().Opened; pi.ConnectedSince.IsZero() || o.Before(pi.ConnectedSince) {
-				pi.ConnectedSince = o
-			}
 		}
+		pi.ConnectedSince = s.peerStats.connectedSince(p)
 		if ps, ok := s.peerStats.get(p); ok {
 			pi.LastSync, pi.ClaimsSent, pi.ClaimsRecvd = ps.LastSync, ps.ClaimsSent, ps.ClaimsRecvd
 		}
@@ -109,9 +107,32 @@ const maxPeerStats = 1024
 type peerStats struct {
 	mu    sync.Mutex
 	peers map[peer.ID]*PeerSync
+	since map[peer.ID]time.Time // connected peers: when the first connection opened
 }
 
-func newPeerStats() *peerStats { return &peerStats{peers: map[peer.ID]*PeerSync{}} }
+func newPeerStats() *peerStats {
+	return &peerStats{peers: map[peer.ID]*PeerSync{}, since: map[peer.ID]time.Time{}}
+}
+
+func (ps *peerStats) connected(p peer.ID, at time.Time) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if _, ok := ps.since[p]; !ok {
+		ps.since[p] = at
+	}
+}
+
+func (ps *peerStats) disconnected(p peer.ID) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	delete(ps.since, p)
+}
+
+func (ps *peerStats) connectedSince(p peer.ID) time.Time {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.since[p]
+}
 
 func (ps *peerStats) synced(st SyncStats) {
 	ps.mu.Lock()
@@ -166,4 +187,12 @@ func (ps *peerStats) syncs() map[string]PeerSync {
 		out[p.String()] = *e
 	}
 	return out
+}
+
+// TopicPeers lists the peers subscribed to the swarm's topic.
+func (s *Swarm) TopicPeers() []peer.ID {
+	if s.topic == nil {
+		return nil
+	}
+	return s.topic.ListPeers()
 }

@@ -158,6 +158,7 @@ type Swarm struct {
 	gossipIn  chan []store.Claim // validated gossip → store
 	connCh    chan peer.ID       // new connections → sync scheduler
 	resyncCh  chan struct{}
+	cascadeCh chan peer.ID       // sessions that brought claims in → sync the other peers
 	foundCh   chan peer.AddrInfo // mDNS → connector
 	kickCh    chan peer.ID       // blocked peers to disconnect
 	provideCh chan struct{}      // new cids queued
@@ -215,6 +216,7 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	s.gossipIn = make(chan []store.Claim, 256)
 	s.connCh = make(chan peer.ID, 256)
 	s.resyncCh = make(chan struct{}, 1)
+	s.cascadeCh = make(chan peer.ID, 64)
 	s.foundCh = make(chan peer.AddrInfo, 64)
 	s.kickCh = make(chan peer.ID, 64)
 	s.provideCh = make(chan struct{}, 1)

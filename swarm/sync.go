@@ -59,6 +59,7 @@ type session struct {
 	stats   SyncStats
 	rdec    rangeDecoder
 	started time.Time
+	hello   bool // the peer's HELLO arrived
 }
 
 // peerTurn is what the peer sent in one turn.
@@ -197,8 +198,6 @@ func (ss *session) run(ctx context.Context, initiator bool) (err error) {
 				lh := ss.localHello()
 				h = &lh
 			}
-		} else if ss.stats.Turns == 1 {
-			return fmt.Errorf("%w: first turn without HELLO", errProtocol)
 		}
 		if t.final() && h == nil {
 			return ss.sub.wait()
@@ -218,7 +217,6 @@ func (ss *session) run(ctx context.Context, initiator bool) (err error) {
 func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 	var t peerTurn
 	var batch []store.Claim
-	first := ss.stats.Turns == 0
 	for {
 		_ = ss.stream.SetReadDeadline(time.Now().Add(frameTimeout))
 		frame, err := ss.fr.next()
@@ -226,9 +224,12 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 		if err != nil {
 			return t, fmt.Errorf("read sync frame: %w", err)
 		}
+		if !ss.hello && frame[0] != frameHello && frame[0] != frameError {
+			return t, fmt.Errorf("%w: frame %#x before HELLO", errProtocol, frame[0])
+		}
 		switch frame[0] {
 		case frameHello:
-			if !first || t.hello != nil {
+			if ss.hello {
 				return t, fmt.Errorf("%w: HELLO out of place", errProtocol)
 			}
 			h, err := decodeHello(frame)
@@ -236,6 +237,7 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 				return t, err
 			}
 			t.hello = &h
+			ss.hello = true
 		case frameClaims:
 			claims, err := decodeClaims(frame[1:], maxFrame/minWireClaim)
 			if err != nil {
@@ -273,7 +275,7 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 			if len(frame) != 1 {
 				return t, fmt.Errorf("%w: END with a body", errProtocol)
 			}
-			if first && t.hello == nil {
+			if !ss.hello {
 				return t, fmt.Errorf("%w: first turn without HELLO", errProtocol)
 			}
 			ss.rdec = rangeDecoder{}
@@ -497,6 +499,7 @@ func (sub *submitter) wait() error {
 }
 
 func (sub *submitter) store(ctx context.Context, batch []store.Claim) error {
+	gen := sub.s.refused.generation()
 	res, err := sub.s.cfg.Store.Submit(ctx, batch, store.SubmitOptions{Origin: store.OriginPeer})
 	if err != nil {
 		return fmt.Errorf("store synced claims: %w", err)
@@ -508,7 +511,7 @@ func (sub *submitter) store(ctx context.Context, batch []store.Claim) error {
 			sub.accepted.Add(1)
 		case errors.Is(r.Err, store.ErrUntrusted):
 			sub.refused.Add(1)
-			sub.s.refused.add(store.SyncItem{TS: batch[i].TS, ID: r.ID})
+			sub.s.refused.add(store.SyncItem{TS: batch[i].TS, ID: r.ID}, gen)
 		case isInvalid(r.Err):
 			bad++
 		}

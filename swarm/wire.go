@@ -53,13 +53,35 @@ func newFrameReader(r io.Reader) *frameReader {
 	return &frameReader{r: bufio.NewReaderSize(r, 64<<10)}
 }
 
-func (fr *frameReader) next() ([]byte, error) {
-	size, err := binary.ReadUvarint(fr.r)
-	if err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, err
+// length reads a canonical uvarint length prefix. Read errors pass
+// through; a malformed prefix is a protocol violation.
+func (fr *frameReader) length() (uint64, error) {
+	var x uint64
+	for i := 0; ; i++ {
+		b, err := fr.r.ReadByte()
+		if err != nil {
+			if i > 0 && errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
 		}
-		return nil, fmt.Errorf("%w: bad frame length: %v", errProtocol, err)
+		if b < 0x80 {
+			if b == 0 && i > 0 {
+				return 0, fmt.Errorf("%w: non-canonical frame length", errProtocol)
+			}
+			return x | uint64(b)<<(7*i), nil
+		}
+		x |= uint64(b&0x7f) << (7 * i)
+		if i >= 3 { // four bytes cover maxFrame: stop reading early
+			return 0, errFrameTooLarge
+		}
+	}
+}
+
+func (fr *frameReader) next() ([]byte, error) {
+	size, err := fr.length()
+	if err != nil {
+		return nil, err
 	}
 	if size == 0 {
 		return nil, fmt.Errorf("%w: empty frame", errProtocol)

@@ -1,0 +1,114 @@
+package swarm_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/swarm"
+)
+
+// The node's peer id and its claim-signing uid come from one key.
+func TestPeerIDMatchesUID(t *testing.T) {
+	for range 5 {
+		signer, err := store.GenerateSigner()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := swarm.PeerIDOf(signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := store.PeerIDCID(signer.UID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := peer.ToCid(id).String(); got != want {
+			t.Fatalf("peer id cid %s, store.PeerIDCID %s", got, want)
+		}
+	}
+}
+
+func TestSwarm_Lifecycle(t *testing.T) {
+	mn := newMocknet(t)
+	n := newNode(t, nodeOpt{mn: mn, noOpen: true})
+	if err := n.sw.Close(); err != nil {
+		t.Fatalf("close before open: %v", err)
+	}
+	n = newNode(t, nodeOpt{mn: mn})
+	if n.sw.PeerID() != n.id.String() {
+		t.Fatalf("peer id %s, want %s", n.sw.PeerID(), n.id)
+	}
+	if err := n.sw.Open(context.Background()); err == nil {
+		t.Fatal("second Open succeeded")
+	}
+	if err := n.sw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.sw.Close(); !errors.Is(err, swarm.ErrClosed) {
+		t.Fatalf("second Close: %v, want ErrClosed", err)
+	}
+	n.sw.Publish([]store.Claim{{}}) // no-ops once closed
+	n.sw.Provide("x")
+	n.sw.Resync()
+	if _, err := n.sw.Lookup(context.Background(), "x"); err == nil {
+		t.Fatal("lookup on a closed swarm")
+	}
+}
+
+// Promise 1: a claim accepted by one node reaches every node, here along a
+// chain (every hop validates and forwards), without polling.
+func TestGossip_Propagation(t *testing.T) {
+	mn := newMocknet(t)
+	nodes := make([]*node, 5)
+	for i := range nodes {
+		nodes[i] = newNode(t, nodeOpt{mn: mn})
+	}
+	for i := 1; i < len(nodes); i++ {
+		linkConnect(t, mn, nodes[i-1], nodes[i])
+	}
+	waitForMesh(t, nodes)
+	writer, _ := store.GenerateSigner()
+	claims := signMany(writer, 0, 50, uint64(time.Now().UnixMilli()))
+	nodes[0].submit(t, claims[:25])
+	nodes[4].submit(t, claims[25:])
+	waitSame(t, 20*time.Second, 50, nodes...)
+	for i, n := range nodes {
+		c := n.sw.Counters()
+		if i != 0 && i != 4 && c.GossipStored == 0 {
+			t.Errorf("node %d stored nothing from gossip (sync did the work)", i)
+		}
+	}
+}
+
+// waitForMesh waits until every node sees its neighbours on the topic.
+func waitForMesh(t testing.TB, nodes []*node) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "topic peers", func() bool {
+		for _, n := range nodes {
+			if len(n.sw.TopicPeers()) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Promise 2: catch-up starts on connection; a node holding nothing gets
+// everything, and a node holding more gives it back.
+func TestSync_OnConnect(t *testing.T) {
+	mn := newMocknet(t)
+	a := newNode(t, nodeOpt{mn: mn})
+	b := newNode(t, nodeOpt{mn: mn})
+	w1, _ := store.GenerateSigner()
+	w2, _ := store.GenerateSigner()
+	ts := uint64(time.Now().UnixMilli()) - 100000
+	a.submit(t, signMany(w1, 0, 600, ts))
+	b.submit(t, signMany(w2, 1000, 40, ts))
+	linkConnect(t, mn, a, b)
+	waitSame(t, 30*time.Second, 640, a, b)
+}
