@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/metanode/metanode/store"
@@ -120,8 +121,24 @@ func (s *Server) handleMeta(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFoundAs(err, SlugUnknownCID)
 	}
-	return writeJSON(w, http.StatusOK, metaResponse(cid, rec))
+	m := metaResponse(cid, rec)
+	return writeAppender(w, m.appendJSON)
 }
+
+// writeAppender writes the answer an appendJSON method builds, in a pooled
+// buffer.
+func writeAppender(w http.ResponseWriter, appendJSON func([]byte) []byte) error {
+	bp := slicePool.Get().(*[]byte)
+	b := appendJSON((*bp)[:0])
+	err := writeRaw(w, b)
+	if cap(b) <= 1<<20 { // do not keep the odd huge answer alive
+		*bp = b
+		slicePool.Put(bp)
+	}
+	return err
+}
+
+var slicePool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 func metaResponse(cid string, rec store.Record) MetaResponse {
 	dups := make([]string, 0, len(rec.Paths))
@@ -153,7 +170,8 @@ func (s *Server) writeRecord(w http.ResponseWriter, r *http.Request, h string) e
 	if err != nil {
 		return notFoundAs(err, SlugUnknownRoot)
 	}
-	return writeJSON(w, http.StatusOK, RecordResponse{HashID: rec.RID, Metadata: nonNilMap(rec.Fields)})
+	out := RecordResponse{HashID: rec.RID, Metadata: nonNilMap(rec.Fields)}
+	return writeAppender(w, out.appendJSON)
 }
 
 // handleMetaField answers the merged value as text/plain, as consumers

@@ -1,0 +1,217 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
+)
+
+// benchN reads a scale from the environment, with a default.
+func benchN(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// verifyLimit is the machine's limit measured in the same run: claims
+// verified per second on all cores (store.VerifyAll, keys cached).
+func verifyLimit(tb testing.TB, claims []store.Claim) float64 {
+	sample := claims[:min(len(claims), 20_000)]
+	ids := make([]store.ID, len(sample))
+	for i := range sample {
+		ids[i] = sample[i].ID()
+	}
+	store.VerifyAll(sample[:100], ids[:100], nil) // warm the key cache
+	start := time.Now()
+	for _, err := range store.VerifyAll(sample, ids, nil) {
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return float64(len(sample)) / time.Since(start).Seconds()
+}
+
+func benchServer(b *testing.B, st *store.Store) (*api.Server, *http.Client) {
+	srv := api.NewServer(api.Config{Addr: "127.0.0.1:0", Store: st, Node: &testNode{st: st}, Logger: storetest.Logger(b, 8)})
+	if err := srv.Open(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	hc := &http.Client{Transport: tr}
+	b.Cleanup(func() {
+		hc.CloseIdleConnections()
+		if err := srv.Close(); err != nil {
+			b.Error(err)
+		}
+	})
+	return srv, hc
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	slices.Sort(d)
+	return d[min(len(d)-1, int(float64(len(d))*p))]
+}
+
+// BenchmarkAPI_PostClaims measures POST /api/claims end to end on loopback
+// (JSON decoding, verification, durable commit, answer) as a ratio to the
+// all-core verification rate of the same run. Bodies are encoded before
+// the clock starts: the figure is the server's. Run with -benchtime=1x;
+// METANODE_BENCH_API_CLAIMS sets the scale (default 200,000).
+func BenchmarkAPI_PostClaims(b *testing.B) {
+	n := benchN("METANODE_BENCH_API_CLAIMS", 200_000)
+	// The first n claims of the reference dataset (one cached file for all
+	// benchmarks): realistic keys and values from four signers.
+	d := storetest.Fixture(b, benchN("METANODE_BENCH_CLAIMS", 1_000_000))
+	claims := make([]store.Claim, 0, n)
+	errEnough := errors.New("enough")
+	err := d.Each(1000, func(cs []store.Claim) error {
+		claims = append(claims, cs[:min(len(cs), n-len(claims))]...)
+		if len(claims) == n {
+			return errEnough
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errEnough) {
+		b.Fatal(err)
+	}
+	limit := verifyLimit(b, claims)
+	for _, tc := range []struct {
+		batch, clients int
+	}{{1000, 1}, {1000, 4}, {10_000, 2}} {
+		b.Run(fmt.Sprintf("batch=%d/clients=%d", tc.batch, tc.clients), func(b *testing.B) {
+			st := storetest.Open(b, store.Config{Logger: storetest.Logger(b, 8)})
+			srv, hc := benchServer(b, st)
+			var bodies [][]byte
+			for lo := 0; lo < len(claims); lo += tc.batch {
+				js := make([]store.ClaimJSON, 0, tc.batch)
+				for i := lo; i < min(lo+tc.batch, len(claims)); i++ {
+					js = append(js, claims[i].ToJSON(false))
+				}
+				body, err := json.Marshal(api.ClaimsRequest{Claims: js})
+				if err != nil {
+					b.Fatal(err)
+				}
+				bodies = append(bodies, body)
+			}
+			next := make(chan []byte, len(bodies))
+			for _, body := range bodies {
+				next <- body
+			}
+			close(next)
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range tc.clients {
+				wg.Go(func() {
+					for body := range next {
+						resp, err := hc.Post(srv.URL()+"/api/claims", "application/json", bytes.NewReader(body))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						var res api.ClaimsResponse
+						err = json.NewDecoder(resp.Body).Decode(&res)
+						resp.Body.Close()
+						if err != nil || res.Rejected > 0 || resp.StatusCode != 200 {
+							b.Errorf("status %d, %d rejected, %v", resp.StatusCode, res.Rejected, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			rate := float64(len(claims)) / elapsed.Seconds()
+			b.ReportMetric(rate, "claims/s")
+			b.ReportMetric(limit, "verify/s")
+			b.ReportMetric(rate/limit, "post/verify")
+		})
+	}
+}
+
+// BenchmarkAPI_GetMeta measures GET /api/meta/{cid} at the reference scale
+// (1,000,000 claims, about 58,000 records) with 8 concurrent keep-alive
+// clients on loopback, server and clients sharing the machine. Run with
+// -benchtime=1x; METANODE_BENCH_CLAIMS sets the scale.
+func BenchmarkAPI_GetMeta(b *testing.B) {
+	n := benchN("METANODE_BENCH_CLAIMS", 1_000_000)
+	d := storetest.Fixture(b, n)
+	st := storetest.Open(b, store.Config{Logger: storetest.Logger(b, 8)})
+	// Load the dataset without verifying: the reads are measured, not the ingest.
+	ctx := context.Background()
+	batches := make(chan []store.Claim, 8)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for cs := range batches {
+				if _, err := st.Submit(ctx, cs, store.SubmitOptions{Verified: true}); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	t0 := time.Now()
+	err := d.Each(2000, func(cs []store.Claim) error {
+		batches <- slices.Clone(cs)
+		return nil
+	})
+	close(batches)
+	wg.Wait()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("loaded %d claims in %s", n, time.Since(t0).Round(time.Millisecond))
+	srv, hc := benchServer(b, st)
+
+	const clients, perClient = 8, 25_000
+	lat := make([][]time.Duration, clients)
+	b.ResetTimer()
+	start := time.Now()
+	for w := range clients {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 7))
+			lat[w] = make([]time.Duration, 0, perClient)
+			for range perClient {
+				c := d.CIDs[r.IntN(len(d.CIDs))]
+				t := time.Now()
+				resp, err := hc.Get(srv.URL() + "/api/meta/" + c)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 {
+					b.Errorf("GET %s: %d %v", c, resp.StatusCode, err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(percentile(all, 0.5).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(percentile(all, 0.99).Microseconds()), "p99-µs")
+}
