@@ -70,6 +70,18 @@ func openNode(t testing.TB, cfg node.Config) *node.Node {
 	return n
 }
 
+// openNodeNoCleanup opens a node the caller closes.
+func openNodeNoCleanup(t testing.TB, cfg node.Config) *node.Node {
+	t.Helper()
+	n := node.New(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := n.Open(ctx); err != nil {
+		t.Fatalf("open node: %v", err)
+	}
+	return n
+}
+
 // waitFor polls cond every 50ms for at most d.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() error) {
 	t.Helper()
