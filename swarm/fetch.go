@@ -225,6 +225,7 @@ func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
 		provs := s.dht.FindProvidersAsync(ctx, provideKey(cid), lookupProviders+1)
 		for ai := range provs { // drained to the end: the query stops when ctx ends
 			if n, ok := try(ai); ok {
+				s.counters.dhtFound.Add(1)
 				cancel()
 				for range provs {
 				}

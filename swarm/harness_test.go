@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	mh "github.com/multiformats/go-multihash"
 
 	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
 	"github.com/metanode/metanode/swarm"
 )
 
@@ -77,19 +77,7 @@ var mockAddrs struct {
 
 func openStore(t testing.TB, trust store.TrustMode, own string) *store.Store {
 	t.Helper()
-	dir := t.TempDir()
-	if trust == "" {
-		trust = store.TrustOpen
-	}
-	st := store.New(store.Config{
-		TruthPath: filepath.Join(dir, "truth.db"), CachePath: filepath.Join(dir, "cache.db"),
-		Trust: trust, OwnUID: own, Logger: testLog(t),
-	})
-	if err := st.Open(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return st
+	return storetest.Open(t, store.Config{Trust: trust, OwnUID: own, Logger: testLog(t)})
 }
 
 func newNode(t testing.TB, o nodeOpt) *node {

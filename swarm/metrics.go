@@ -114,6 +114,7 @@ type counters struct {
 	sessions     atomicInt
 	claimsSent   atomicInt
 	claimsRecvd  atomicInt
+	dhtFound     atomicInt
 }
 
 // Counters is a snapshot of traffic figures (the benchmark reads them).
@@ -128,6 +129,7 @@ type Counters struct {
 	Sessions        int64
 	ClaimsSent      int64 // by sync
 	ClaimsRecvd     int64 // by sync
+	LookupsViaDHT   int64 // lookups answered by a provider the DHT named
 }
 
 // Counters returns the traffic figures so far.
@@ -139,6 +141,7 @@ func (s *Swarm) Counters() Counters {
 		GossipMessages: c.recvMsgs.Load(), Duplicates: c.duplicates.Load(),
 		Provided: c.provided.Load(), Sessions: c.sessions.Load(),
 		ClaimsSent: c.claimsSent.Load(), ClaimsRecvd: c.claimsRecvd.Load(),
+		LookupsViaDHT: c.dhtFound.Load(),
 	}
 }
 

@@ -243,8 +243,8 @@ func TestReconcile_Deferral(t *testing.T) {
 // TestReconcile_Million measures the negentropy reference case: 1M items
 // on both sides, 1 difference, then 10,000.
 func TestReconcile_Million(t *testing.T) {
-	if testing.Short() {
-		t.Skip("1M-item sets")
+	if testing.Short() || raceEnabled {
+		t.Skip("1M-item sets: a measurement, run without -short and -race")
 	}
 	r := rand.New(rand.NewPCG(10, 11))
 	const t0, span = 1_700_000_000_000, 90 * 24 * 3600 * 1000

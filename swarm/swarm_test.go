@@ -107,8 +107,8 @@ func TestSync_OnConnect(t *testing.T) {
 	w1, _ := store.GenerateSigner()
 	w2, _ := store.GenerateSigner()
 	ts := uint64(time.Now().UnixMilli()) - 100000
-	a.submit(t, signMany(w1, 0, 600, ts))
-	b.submit(t, signMany(w2, 1000, 40, ts))
+	a.submit(t, signMany(w1, 0, 200, ts))
+	b.submit(t, signMany(w2, 1000, 20, ts))
 	linkConnect(t, mn, a, b)
-	waitSame(t, 30*time.Second, 640, a, b)
+	waitSame(t, 30*time.Second, 220, a, b)
 }
