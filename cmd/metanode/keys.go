@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -143,10 +144,24 @@ func describe(signer *store.Signer, cfg Config) (identity, error) {
 			listen = resolved
 		}
 	}
+	// Addresses other machines can dial first: the first is what
+	// `id --field addr` prints.
+	slices.SortStableFunc(listen, func(a, b ma.Multiaddr) int { return rankAddr(a) - rankAddr(b) })
 	for _, m := range listen {
 		id.Addrs = append(id.Addrs, m.String()+"/p2p/"+pid.String())
 	}
 	return id, nil
+}
+
+// rankAddr orders addresses: public, then private (LAN), then loopback.
+func rankAddr(m ma.Multiaddr) int {
+	switch {
+	case manet.IsIPLoopback(m):
+		return 2
+	case manet.IsPrivateAddr(m):
+		return 1
+	}
+	return 0
 }
 
 func (c *cli) keygen(ctx context.Context, args []string) error {
