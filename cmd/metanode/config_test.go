@@ -235,12 +235,12 @@ func TestLoadConfig_Profile(t *testing.T) {
 		t.Fatalf("bootstrap with --trust list: trust %q, err %v", got.Trust, err)
 	}
 	// A home: no relay, no peer exchange; auto-trust off maps to NoAutoTrust.
-	got, _, err = LoadConfig(loadOptions{getenv: env, flags: map[string][]string{"auto-trust-local": {"false"}, "no-mdns": {"true"}}})
+	got, _, err = LoadConfig(loadOptions{getenv: env, flags: map[string][]string{"auto-trust-local": {"false"}, "mdns": {"false"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nc = got.NodeConfig()
-	if nc.RelayService || nc.PeerExchange || !nc.NoAutoTrust || string(nc.Trust) != "list" {
+	if nc.RelayService || nc.PeerExchange || nc.Public || !nc.NoAutoTrust || nc.MDNS || nc.DHTServer || string(nc.Trust) != "list" {
 		t.Fatalf("home: node config %+v", nc)
 	}
 }
@@ -317,4 +317,41 @@ func FuzzConfigYAML(f *testing.F) {
 			t.Fatal("empty error")
 		}
 	})
+}
+
+// TestServeFlags parses real command lines through serve's flag set.
+func TestServeFlags(t *testing.T) {
+	home := t.TempDir()
+	for _, tc := range []struct {
+		args  []string
+		check func(c Config) bool
+	}{
+		{[]string{"--no-mdns"}, func(c Config) bool { return !c.MDNS }},
+		{[]string{"--mdns=false"}, func(c Config) bool { return !c.MDNS }},
+		{[]string{"--no-mdns", "--mdns"}, func(c Config) bool { return c.MDNS }},
+		{[]string{"--no-mdns=false"}, func(c Config) bool { return c.MDNS }},
+		{[]string{"--listen", "/ip4/127.0.0.1/tcp/1", "--listen=/ip4/127.0.0.1/tcp/2"}, func(c Config) bool {
+			return strings.Join(c.Listen, " ") == "/ip4/127.0.0.1/tcp/1 /ip4/127.0.0.1/tcp/2"
+		}},
+		{[]string{"--profile", "bootstrap", "--max-conns", "7"}, func(c Config) bool {
+			return c.Profile == "bootstrap" && c.Trust == "open" && c.MaxConns == 7 && c.NodeConfig().Public
+		}},
+		{[]string{"--http", "127.0.0.1:0", "--files", "~/media"}, func(c Config) bool {
+			return c.HTTP == "127.0.0.1:0" && c.Files == filepath.Join(home, "media")
+		}},
+	} {
+		c := &cli{getenv: envMap(map[string]string{"HOME": home})}
+		fl := c.flagSet("serve", "serve", "")
+		vals, configPath := configFlags(fl)
+		if _, err := c.parse(fl, tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		got, _, err := c.loadConfig(vals, *configPath)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if !tc.check(got) {
+			t.Errorf("%v: got\n%s", tc.args, got)
+		}
+	}
 }
