@@ -246,6 +246,29 @@ func (s *Swarm) runGossipReader(ctx context.Context) {
 	}
 }
 
+// runTopicEvents tells the scheduler about peers joining the topic.
+func (s *Swarm) runTopicEvents(ctx context.Context) {
+	h, err := s.topic.EventHandler()
+	if err != nil {
+		s.log.Warn("topic events", "err", err)
+		return
+	}
+	defer h.Cancel()
+	for {
+		ev, err := h.NextPeerEvent(ctx)
+		if err != nil {
+			return
+		}
+		if ev.Type != pubsub.PeerJoin {
+			continue
+		}
+		select {
+		case s.joinCh <- ev.Peer:
+		default:
+		}
+	}
+}
+
 // runGossipStore stores verified gossip; several run so that a commit in
 // progress does not hold back the next batch.
 func (s *Swarm) runGossipStore(ctx context.Context) {

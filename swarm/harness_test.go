@@ -243,6 +243,14 @@ func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 // waitSame waits until every node holds the same sync set of want items.
 func waitSame(t testing.TB, limit time.Duration, want int, nodes ...*node) {
 	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, n := range nodes {
+				k, _ := n.setOf()
+				t.Logf("node %d: %d claims, counters %+v", i, k, n.sw.Counters())
+			}
+		}
+	})
 	waitFor(t, limit, fmt.Sprintf("%d nodes to hold the same %d claims", len(nodes), want), func() bool {
 		n0, fp0 := nodes[0].setOf()
 		if n0 != want {

@@ -23,6 +23,11 @@ const (
 	// the new connection without waiting for the periodic sync. Sessions
 	// between nodes that agree cost one round trip.
 	cascadeDelay = 500 * time.Millisecond
+	// joinSyncDelay: a peer's topic subscription arrives after the
+	// connection, and gossipsub grafts it into the mesh at a heartbeat (1 s):
+	// a claim forwarded in between never reaches it (GRAFT does not replay).
+	// One more session once the mesh holds the peer closes that gap.
+	joinSyncDelay = 2 * time.Second
 )
 
 // runSyncScheduler starts sync sessions: with a peer right after it
@@ -82,11 +87,25 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 	cascade.Stop()
 	defer cascade.Stop()
 	sources := map[peer.ID]bool{}
+	joined := map[peer.ID]time.Time{} // topic joins waiting for their sync
+	joinTick := time.NewTicker(joinSyncDelay / 4)
+	defer joinTick.Stop()
 	ticks := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case p := <-s.joinCh:
+			if s.host.ID() < p || s.cfg.Interest != nil {
+				joined[p] = time.Now().Add(joinSyncDelay)
+			}
+		case now := <-joinTick.C:
+			for p, due := range joined {
+				if now.After(due) {
+					delete(joined, p)
+					start(p, false)
+				}
+			}
 		case p := <-s.cascadeCh:
 			if len(sources) == 0 {
 				cascade.Reset(cascadeDelay)

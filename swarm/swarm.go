@@ -159,6 +159,7 @@ type Swarm struct {
 	connCh    chan peer.ID       // new connections → sync scheduler
 	resyncCh  chan struct{}
 	cascadeCh chan peer.ID       // sessions that brought claims in → sync the other peers
+	joinCh    chan peer.ID       // peers that joined the topic → one more sync
 	foundCh   chan peer.AddrInfo // mDNS → connector
 	kickCh    chan peer.ID       // blocked peers to disconnect
 	provideCh chan struct{}      // new cids queued
@@ -217,6 +218,7 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	s.connCh = make(chan peer.ID, 256)
 	s.resyncCh = make(chan struct{}, 1)
 	s.cascadeCh = make(chan peer.ID, 64)
+	s.joinCh = make(chan peer.ID, 64)
 	s.foundCh = make(chan peer.AddrInfo, 64)
 	s.kickCh = make(chan peer.ID, 64)
 	s.provideCh = make(chan struct{}, 1)
@@ -271,6 +273,7 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	s.state.Store(1)
 	s.goLoop(s.runPublisher)
 	s.goLoop(s.runGossipReader)
+	s.goLoop(s.runTopicEvents)
 	for range gossipStoreWorkers {
 		s.goLoop(s.runGossipStore)
 	}
