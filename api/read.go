@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -107,7 +108,10 @@ type HealthResponse struct {
 
 func (s *Server) handleMeta(w http.ResponseWriter, r *http.Request) error {
 	cid := r.PathValue("cid")
-	q := r.URL.Query()
+	var q url.Values
+	if r.URL.RawQuery != "" { // the hot path has none: skip the parse
+		q = r.URL.Query()
+	}
 	as, err := asParam(q.Get("as"))
 	if err != nil {
 		return err
