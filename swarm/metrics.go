@@ -115,6 +115,8 @@ type counters struct {
 	claimsSent   atomicInt
 	claimsRecvd  atomicInt
 	dhtFound     atomicInt
+	syncBytesIn  atomicInt
+	syncBytesOut atomicInt
 }
 
 // Counters is a snapshot of traffic figures (the benchmark reads them).
@@ -130,6 +132,8 @@ type Counters struct {
 	ClaimsSent      int64 // by sync
 	ClaimsRecvd     int64 // by sync
 	LookupsViaDHT   int64 // lookups answered by a provider the DHT named
+	SyncBytesIn     int64 // sync protocol bytes received, both roles
+	SyncBytesOut    int64
 }
 
 // Counters returns the traffic figures so far.
@@ -142,6 +146,7 @@ func (s *Swarm) Counters() Counters {
 		Provided: c.provided.Load(), Sessions: c.sessions.Load(),
 		ClaimsSent: c.claimsSent.Load(), ClaimsRecvd: c.claimsRecvd.Load(),
 		LookupsViaDHT: c.dhtFound.Load(),
+		SyncBytesIn:   c.syncBytesIn.Load(), SyncBytesOut: c.syncBytesOut.Load(),
 	}
 }
 
@@ -200,6 +205,8 @@ func (s *Swarm) recordSync(st SyncStats) {
 	s.counters.sessions.Add(1)
 	s.counters.claimsSent.Add(st.ClaimsSent)
 	s.counters.claimsRecvd.Add(st.ClaimsRecvd)
+	s.counters.syncBytesIn.Add(st.BytesRecvd)
+	s.counters.syncBytesOut.Add(st.BytesSent)
 	s.peerStats.synced(st)
 	if st.ClaimsRecvd > 0 && st.Refused < st.ClaimsMoved {
 		select {

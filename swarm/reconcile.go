@@ -199,9 +199,14 @@ func (r *reconciler) initial() turnPlan {
 	var o rangeOut
 	lo, hi := store.MinSyncItem, store.MaxSyncItem
 	m := r.view.summary(lo, hi).Count()
-	if m == 0 {
+	switch {
+	case m == 0:
 		o.add(lo, r.fingerprint(lo, hi))
-	} else {
+	case m < r.p.first*r.p.idList:
+		// A small set: parts of about id-list size (describe grows parts
+		// from 2 to what reaches id lists in one split).
+		r.describe(&o, lo, hi, m, 2)
+	default:
 		r.describe(&o, lo, hi, m, r.p.first)
 	}
 	return turnPlan{ranges: o.out}

@@ -1,0 +1,306 @@
+// Package swarmbench is the multi-node benchmark of the swarm (`metanode
+// bench swarm`): it starts nodes with real stores and real libp2p hosts on
+// loopback in one process and reports cold catch-up, warm reconciliation
+// and live propagation, each as a figure and, where it applies, as a ratio
+// to the signature-verification limit measured in the same run.
+//
+// Run owns every node it starts and closes them before returning; nothing
+// outlives it. It writes results to w as they are measured.
+package swarmbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
+	"github.com/metanode/metanode/swarm"
+)
+
+// Options select and size the runs. Zero fields take the defaults.
+type Options struct {
+	Nodes    int           // nodes in the live propagation run; default 10
+	Claims   int           // claims of the cold catch-up and the warm runs; default 1,000,000
+	Diffs    int           // differences of the larger warm runs; default 10,000
+	Rate     int           // live claims per second, all nodes together; default 100
+	Duration time.Duration // live run length; default 10 s
+	Dir      string        // data directory; default a temporary one, removed afterwards
+	// Only runs a subset of "verify", "cold", "warm", "live" (warm needs
+	// cold); default all.
+	Only   []string
+	Logger *slog.Logger // node logs; default discarded
+}
+
+func (o *Options) defaults() {
+	if o.Nodes <= 1 {
+		o.Nodes = 10
+	}
+	if o.Claims <= 0 {
+		o.Claims = 1_000_000
+	}
+	if o.Diffs <= 0 {
+		o.Diffs = 10_000
+	}
+	if o.Rate <= 0 {
+		o.Rate = 100
+	}
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+func (o *Options) wants(run string) bool {
+	return len(o.Only) == 0 || slices.Contains(o.Only, run) || (run == "cold" && slices.Contains(o.Only, "warm"))
+}
+
+// Run runs the benchmark and writes its report to w.
+func Run(ctx context.Context, o Options, w io.Writer) (err error) {
+	o.defaults()
+	dir := o.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "metanode-bench-swarm-"); err != nil {
+			return fmt.Errorf("bench swarm: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	b := &bench{o: o, w: w, dir: dir}
+	defer b.closeAll()
+	// storetest reports fixture problems through testing.TB; a failure there
+	// ends the run with an error.
+	defer func() {
+		if r := recover(); r != nil {
+			if f, ok := r.(tbFailure); ok {
+				err = fmt.Errorf("bench swarm: %s", string(f))
+				return
+			}
+			panic(r)
+		}
+	}()
+	b.printf("# swarm benchmark: %d cores, GOMAXPROCS %d, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
+	if err := b.verifyLimit(ctx); err != nil {
+		return err
+	}
+	if o.wants("cold") {
+		if err := b.cold(ctx); err != nil {
+			return err
+		}
+		if o.wants("warm") {
+			if err := b.warm(ctx); err != nil {
+				return err
+			}
+		}
+		b.closeAll()
+	}
+	if o.wants("live") {
+		if err := b.live(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type bench struct {
+	o      Options
+	w      io.Writer
+	dir    string
+	limit  float64 // verifications per second, all cores
+	nodes  []*node
+	a, b   *node // the cold and warm pair
+	seq    int
+	wireSz float64 // mean wire size of a fixture claim
+}
+
+func (b *bench) printf(format string, args ...any) { fmt.Fprintf(b.w, format, args...) }
+
+func (b *bench) closeAll() {
+	for i := len(b.nodes) - 1; i >= 0; i-- {
+		b.nodes[i].close()
+	}
+	b.nodes = nil
+}
+
+// verifyLimit measures the machine's limit: verifications per second on
+// all cores (store.VerifyAll over fixture claims, keys cached).
+func (b *bench) verifyLimit(ctx context.Context) error {
+	n := min(b.o.Claims, 40_000)
+	d := storetest.Fixture(benchTB{}, b.o.Claims)
+	claims := make([]store.Claim, 0, n)
+	if err := d.Each(4096, func(cs []store.Claim) error {
+		claims = append(claims, cs[:min(len(cs), n-len(claims))]...)
+		if len(claims) == n {
+			return errStop
+		}
+		return nil
+	}); err != nil && !errors.Is(err, errStop) {
+		return fmt.Errorf("bench swarm: read fixture: %w", err)
+	}
+	ids := make([]store.ID, len(claims))
+	var bytes int
+	for i := range claims {
+		ids[i] = claims[i].ID()
+		bytes += len(claims[i].Wire())
+	}
+	b.wireSz = float64(bytes) / float64(len(claims))
+	store.VerifyAll(claims[:min(len(claims), 2000)], ids, nil) // warm the key cache
+	best := 0.0
+	for range 3 {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		start := time.Now()
+		for _, err := range store.VerifyAll(claims, ids, nil) {
+			if err != nil {
+				return fmt.Errorf("bench swarm: fixture claim does not verify: %w", err)
+			}
+		}
+		best = max(best, float64(len(claims))/time.Since(start).Seconds())
+	}
+	b.limit = best
+	b.printf("verify limit: %.0f claims/s on all cores (%d claims, mean wire size %.0f B)\n", b.limit, len(claims), b.wireSz)
+	return nil
+}
+
+var errStop = errors.New("stop")
+
+func (b *bench) ratio(rate float64) string {
+	if b.limit == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", rate/b.limit)
+}
+
+// cold loads the fixture into node A, starts an empty node B that has A
+// as its bootstrap peer, and measures the time from B's start to holding
+// every claim.
+func (b *bench) cold(ctx context.Context) error {
+	n := b.o.Claims
+	d := storetest.Fixture(benchTB{}, n)
+	a, err := b.newNode(ctx, nil, nil)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := d.Each(8192, func(cs []store.Claim) error {
+		_, err := a.st.Submit(ctx, cs, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})
+		return err
+	}); err != nil {
+		return fmt.Errorf("bench swarm: load node A: %w", err)
+	}
+	// A claim that a later one of the same signer, cid and key replaces is
+	// not kept: the set to catch up is what A holds.
+	held := a.count()
+	b.printf("cold catch-up: node A loaded %d fixture claims (%d held) in %s (store ingest, pre-verified, not part of the figure)\n",
+		n, held, time.Since(start).Round(time.Millisecond))
+	bNode, err := b.newNode(ctx, a.sw.Addrs()[:1], nil)
+	if err != nil {
+		return err
+	}
+	start = bNode.opened
+	if err := waitCount(ctx, bNode, held, 2*time.Hour); err != nil {
+		return err
+	}
+	el := time.Since(start)
+	rate := float64(held) / el.Seconds()
+	// The session's figures are recorded once it ends, just after the last
+	// commit.
+	var c swarm.Counters
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if c = bNode.sw.Counters(); c.SyncBytesIn > 0 {
+			break
+		}
+	}
+	b.printf("cold catch-up: %d claims in %s from node start = %.0f claims/s, %s of the verify limit (goal >= 0.7)\n",
+		held, el.Round(time.Millisecond), rate, b.ratio(rate))
+	b.printf("cold catch-up: %.0f B received per claim (%.2fx the mean wire size)\n",
+		float64(c.SyncBytesIn)/float64(held), float64(c.SyncBytesIn)/float64(held)/b.wireSz)
+	b.a, b.b = a, bNode
+	return nil
+}
+
+// warm runs single sessions between the two 1M-claim nodes of cold: one
+// difference, then Diffs differences written while a node was offline
+// (the newest claims), then Diffs differences scattered over the whole
+// history.
+func (b *bench) warm(ctx context.Context) error {
+	a, bn := b.a, b.b
+	time.Sleep(3 * time.Second) // let the sessions started by the connection end
+	signer, err := store.GenerateSigner()
+	if err != nil {
+		return err
+	}
+	newest := uint64(storetest.FixtureBase) + uint64(b.o.Claims) + 1000
+	runs := []struct {
+		name    string
+		claims  []store.Claim
+		scatter bool
+	}{
+		{"1 difference", b.diffClaims(signer, 1, newest, false), false},
+		{fmt.Sprintf("%d differences, newest (a node was offline)", b.o.Diffs), b.diffClaims(signer, b.o.Diffs, newest+10, false), false},
+		{fmt.Sprintf("%d differences, scattered over the history", b.o.Diffs), b.diffClaims(signer, b.o.Diffs, 0, true), true},
+	}
+	for _, r := range runs {
+		half := (len(r.claims) + 1) / 2
+		if _, err := a.st.Submit(ctx, r.claims[:half], store.SubmitOptions{Verified: true}); err != nil {
+			return err
+		}
+		if _, err := bn.st.Submit(ctx, r.claims[half:], store.SubmitOptions{Verified: true}); err != nil {
+			return err
+		}
+		want := a.count() + len(r.claims) - half
+		st, err := bn.sw.SyncWith(ctx, a.id)
+		if err != nil {
+			return fmt.Errorf("bench swarm: warm session: %w", err)
+		}
+		if err := waitCount(ctx, a, want, time.Minute); err != nil {
+			return err
+		}
+		if err := waitCount(ctx, bn, want, time.Minute); err != nil {
+			return err
+		}
+		overhead := st.BytesSent + st.BytesRecvd - st.ClaimBytes
+		b.printf("warm reconcile %d vs %d, %s: %d round trips, %d B sync overhead (%d B both ways in all), %.1f B per differing claim, %s\n",
+			b.o.Claims, b.o.Claims, r.name, st.RoundTrips, overhead, st.BytesSent+st.BytesRecvd,
+			float64(overhead)/float64(len(r.claims)), st.Duration.Round(time.Microsecond))
+	}
+	return nil
+}
+
+// diffClaims signs n claims on fresh cids: from ts on, or (scatter) at
+// timestamps spread over the fixture's history.
+func (b *bench) diffClaims(s *store.Signer, n int, ts uint64, scatter bool) []store.Claim {
+	b.seq += n
+	base := b.seq
+	span := uint64(b.o.Claims)
+	return storetest.Claims(n, func(i int) (*store.Signer, store.Claim) {
+		t := ts + uint64(i)
+		if scatter {
+			t = uint64(storetest.FixtureBase) + (uint64(i)*2654435761)%span
+		}
+		return s, store.Claim{CID: storetest.CID(10_000_000 + base + i), Key: "title", Kind: store.KindText,
+			Value: fmt.Appendf(nil, "difference %d", base+i), TS: t}
+	})
+}
+
+// tbFailure carries a fixture failure out of storetest.
+type tbFailure string
+
+// benchTB lets storetest's fixture run outside a test: it logs nothing and
+// turns a fatal error into a recovered failure. Only the methods the
+// fixture calls are implemented.
+type benchTB struct{ testingTB }
+
+func (benchTB) Helper()                           {}
+func (benchTB) Logf(string, ...any)               {}
+func (benchTB) Fatalf(format string, args ...any) { panic(tbFailure(fmt.Sprintf(format, args...))) }
+func (benchTB) TempDir() string                   { return filepath.Join(os.TempDir(), "metanode-bench") }
