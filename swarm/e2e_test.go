@@ -1,6 +1,7 @@
 package swarm_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/swarm"
@@ -119,6 +121,10 @@ func TestGossip_BadPeerCutOff(t *testing.T) {
 	waitFor(t, 10*time.Second, "the attacker to see the victim on the topic", func() bool {
 		return len(topic.ListPeers()) > 0
 	})
+	// Garbage and oversized data first: rejected without harm.
+	for _, data := range [][]byte{{1, 0xff, 0xff, 0xff}, bytes.Repeat([]byte{1}, 600<<10)} {
+		_ = topic.Publish(ctx, data)
+	}
 	forger, _ := store.GenerateSigner()
 	ts := uint64(time.Now().UnixMilli())
 	for i := range 10 {
@@ -265,9 +271,33 @@ func TestLookup_ConnectedPeer(t *testing.T) {
 	}
 }
 
+// Promise 5, flooding: gossip beyond a peer's rate is ignored (no
+// penalty, not forwarded) and sync brings the rest.
+func TestGossip_RateLimited(t *testing.T) {
+	mn := newMocknet(t)
+	slow := newNode(t, nodeOpt{mn: mn, swarm: func(c *swarm.Config) { c.GossipRate = 2 }}) // burst of 10
+	fast := newNode(t, nodeOpt{mn: mn})
+	linkConnect(t, mn, slow, fast)
+	waitForMesh(t, []*node{slow, fast})
+	w, _ := store.GenerateSigner()
+	claims := signMany(w, 0, 60, uint64(time.Now().UnixMilli())-1000)
+	for i := range claims {
+		fast.submit(t, claims[i:i+1])
+		time.Sleep(time.Millisecond) // one message each
+	}
+	waitSame(t, 30*time.Second, 60, slow, fast) // the join sync or a cascade completes it
+	if c := slow.sw.Counters(); c.GossipStored >= 60 {
+		t.Fatalf("every claim came by gossip: %+v", c)
+	}
+	if slow.sw.Host().Network().Connectedness(fast.id) != network.Connected {
+		t.Fatal("a flooding peer was cut off; it should only be ignored")
+	}
+}
+
 func TestStatus(t *testing.T) {
 	mn := newMocknet(t)
-	a := newNode(t, nodeOpt{mn: mn})
+	reg := prometheus.NewRegistry()
+	a := newNode(t, nodeOpt{mn: mn, swarm: func(c *swarm.Config) { c.Registerer = reg }})
 	b := newNode(t, nodeOpt{mn: mn})
 	linkConnect(t, mn, a, b)
 	if _, err := a.sw.SyncWith(context.Background(), b.id); err != nil {
@@ -282,6 +312,20 @@ func TestStatus(t *testing.T) {
 	}
 	if ps, ok := st.PeerSync[b.id.String()]; !ok || ps.LastSync.IsZero() {
 		t.Fatalf("peer sync %+v", st.PeerSync)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range fams {
+		names[f.GetName()] = true
+	}
+	for _, want := range []string{"metanode_swarm_sync_sessions_total", "metanode_swarm_sync_bytes_total",
+		"metanode_swarm_sync_round_trips", "metanode_swarm_peers", "metanode_swarm_dht_routing_table_peers"} {
+		if !names[want] {
+			t.Errorf("metric %s missing", want)
+		}
 	}
 	peers := a.sw.Peers()
 	if len(peers) != 1 || peers[0].PeerID != b.id.String() || peers[0].ConnectedSince.IsZero() || peers[0].LastSync.IsZero() {

@@ -1,0 +1,149 @@
+package swarm
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
+)
+
+func mockSwarm(t *testing.T, mn mocknet.Mocknet, i int) *Swarm {
+	t.Helper()
+	signer := storetest.Signer(100 + i)
+	sk, err := PeerKey(signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := mn.AddPeer(sk, ma.StringCast("/ip4/10.1.0."+string(rune('1'+i))+"/tcp/4001"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := storetest.Open(t, store.Config{OwnUID: signer.UID()})
+	s := New(Config{Identity: signer, Store: st, Host: h, Name: "t", SyncInterval: time.Hour,
+		Logger: storetest.Logger(t, 8)})
+	if err := s.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// A LAN peer found by mDNS is dialed by the connector (mDNS itself only
+// reports it); blocked peers found again are not.
+func TestMDNS_FoundPeerIsDialed(t *testing.T) {
+	mn := mocknet.New()
+	t.Cleanup(func() { _ = mn.Close() })
+	a, b, c := mockSwarm(t, mn, 0), mockSwarm(t, mn, 1), mockSwarm(t, mn, 2)
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	mdnsNotifee{a}.HandlePeerFound(peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()})
+	mdnsNotifee{a}.HandlePeerFound(peer.AddrInfo{ID: a.host.ID(), Addrs: a.host.Addrs()}) // itself: ignored
+	deadline := time.Now().Add(10 * time.Second)
+	for a.host.Network().Connectedness(b.host.ID()) != network.Connected {
+		if time.Now().After(deadline) {
+			t.Fatal("the mDNS peer was not dialed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a.penalties.strike(c.host.ID(), time.Now())
+	a.penalties.strike(c.host.ID(), time.Now())
+	if err := a.dial(t.Context(), peer.AddrInfo{ID: c.host.ID(), Addrs: c.host.Addrs()}); err != nil {
+		t.Fatal(err) // mocknet has no gater: the connection is made, then kicked
+	}
+	for a.host.Network().Connectedness(c.host.ID()) == network.Connected {
+		if time.Now().After(deadline) {
+			t.Fatal("a blocked peer stayed connected")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPeerLimiter(t *testing.T) {
+	l := newPeerLimiter(10)
+	if !l.allow("p", 50) { // the burst is five seconds' worth
+		t.Fatal("burst refused")
+	}
+	if l.allow("p", 5) {
+		t.Fatal("over the rate allowed")
+	}
+	if !l.allow("q", 10) {
+		t.Fatal("another peer limited")
+	}
+}
+
+func TestRefusedSet_BoundedAndGenerations(t *testing.T) {
+	r := newRefusedSet(8)
+	for i := range 20 {
+		r.add(store.SyncItem{TS: uint64(i)}, r.generation())
+	}
+	if n := r.len(); n > 8 || n == 0 {
+		t.Fatalf("%d items kept, bound 8", n)
+	}
+	gen := r.generation()
+	r.clear()
+	r.add(store.SyncItem{TS: 99}, gen) // decided before the trust change
+	if r.len() != 0 {
+		t.Fatal("a stale refusal was kept")
+	}
+}
+
+func TestErrorLog_RecentWithoutRepeats(t *testing.T) {
+	e := newErrorLog()
+	now := time.Now()
+	e.add("a", now.Add(-2*time.Hour))
+	e.add("b", now)
+	e.add("b", now)
+	for i := range maxErrors + 3 {
+		e.add(strings.Repeat("x", i+1), now)
+	}
+	got := e.recent(now)
+	if len(got) != maxErrors || got[len(got)-1] != strings.Repeat("x", maxErrors+3) {
+		t.Fatalf("recent %v", got)
+	}
+}
+
+// The package imports nothing of this module but store, and its doc says
+// what it owns and how it runs.
+func TestPackageBoundaries(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range af.Imports {
+			p := strings.Trim(imp.Path.Value, `"`)
+			if strings.HasPrefix(p, "github.com/metanode/metanode/") && p != "github.com/metanode/metanode/store" {
+				t.Errorf("%s imports %s: swarm may import only store", f, p)
+			}
+		}
+	}
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Package swarm", "Concurrency", "never imports the api"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("doc.go does not say %q", want)
+		}
+	}
+}
