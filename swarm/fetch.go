@@ -28,6 +28,11 @@ const (
 // handleFetch answers one FETCH request: the shared claims of each cid's
 // group, deduplicated, in CLAIMS frames, then END.
 func (s *Swarm) handleFetch(st network.Stream) {
+	if !s.enterHandler() {
+		_ = st.Reset()
+		return
+	}
+	defer s.handlers.Done()
 	ctx, cancel := context.WithTimeout(s.ctx, fetchTimeout)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { _ = st.Reset() })

@@ -165,19 +165,34 @@ func (t *tracer) RecvRPC(rpc *pubsub.RPC) {
 	}
 }
 
+func (t *tracer) Graft(p peer.ID, topic string) {
+	if topic == t.s.Topic() {
+		t.s.meshMu.Lock()
+		t.s.mesh[p] = struct{}{}
+		t.s.meshMu.Unlock()
+	}
+}
+
+func (t *tracer) Prune(p peer.ID, topic string) {
+	if topic == t.s.Topic() {
+		t.s.meshMu.Lock()
+		delete(t.s.mesh, p)
+		t.s.meshMu.Unlock()
+	}
+}
+
 func (t *tracer) DuplicateMessage(*pubsub.Message) {
 	t.s.counters.duplicates.Add(1)
 	t.s.met.gossipDuplicates.Inc()
 }
 
-func (t *tracer) AddPeer(peer.ID, protocol.ID)                         {}
-func (t *tracer) RemovePeer(peer.ID)                                   {}
-func (t *tracer) OnNewOutboundStream(peer.ID, protocol.ID)             {}
-func (t *tracer) OnClosedOutboundStream(peer.ID)                       {}
-func (t *tracer) Join(string)                                          {}
-func (t *tracer) Leave(string)                                         {}
-func (t *tracer) Graft(peer.ID, string)                                {}
-func (t *tracer) Prune(peer.ID, string)                                {}
+func (t *tracer) AddPeer(peer.ID, protocol.ID)             {}
+func (t *tracer) RemovePeer(peer.ID)                       {}
+func (t *tracer) OnNewOutboundStream(peer.ID, protocol.ID) {}
+func (t *tracer) OnClosedOutboundStream(peer.ID)           {}
+func (t *tracer) Join(string)                              {}
+func (t *tracer) Leave(string)                             {}
+
 func (t *tracer) ValidateMessage(*pubsub.Message)                      {}
 func (t *tracer) DeliverMessage(*pubsub.Message)                       {}
 func (t *tracer) RejectMessage(*pubsub.Message, string)                {}

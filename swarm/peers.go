@@ -292,6 +292,9 @@ func (s *Swarm) onDisconnected(c network.Conn) {
 	}
 	s.limiter.forget(p)
 	s.peerStats.disconnected(p)
+	s.meshMu.Lock()
+	delete(s.mesh, p)
+	s.meshMu.Unlock()
 }
 
 // runConnector dials peers found by mDNS and disconnects blocked peers.

@@ -112,10 +112,11 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 			}
 			sources[p] = true
 		case <-cascade.C:
+			// Every peer, the sources too: a node between two others learns
+			// from each what the other lacks. A session that moves nothing
+			// costs one round trip and cascades no further.
 			for _, p := range s.host.Network().Peers() {
-				if !sources[p] {
-					start(p, false)
-				}
+				start(p, false)
 			}
 			clear(sources)
 		case p := <-s.connCh:

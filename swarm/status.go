@@ -196,3 +196,15 @@ func (s *Swarm) TopicPeers() []peer.ID {
 	}
 	return s.topic.ListPeers()
 }
+
+// MeshPeers lists the peers in this node's gossipsub mesh for the topic:
+// those a forwarded claim goes to.
+func (s *Swarm) MeshPeers() []peer.ID {
+	s.meshMu.Lock()
+	defer s.meshMu.Unlock()
+	out := make([]peer.ID, 0, len(s.mesh))
+	for p := range s.mesh {
+		out = append(out, p)
+	}
+	return out
+}

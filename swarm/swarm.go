@@ -140,6 +140,12 @@ type Swarm struct {
 	state  atomic.Int32   // 0 new, 1 open, 2 closed
 	mu     sync.Mutex     // serialises Open and Close
 
+	// Stream handlers run on libp2p's goroutines; they are counted so that
+	// Close waits for them too.
+	hmu      sync.Mutex
+	closing  bool
+	handlers sync.WaitGroup
+
 	host     host.Host
 	ownHost  bool
 	notifee  *network.NotifyBundle
@@ -164,6 +170,9 @@ type Swarm struct {
 	kickCh    chan peer.ID       // blocked peers to disconnect
 	provideCh chan struct{}      // new cids queued
 	inbound   *semaphore.Weighted
+
+	meshMu sync.Mutex
+	mesh   map[peer.ID]struct{} // our gossipsub mesh on the topic (from the tracer)
 
 	provQueue provideQueue
 	refused   *refusedSet
@@ -229,6 +238,7 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	s.errs = newErrorLog()
 	s.peerStats = newPeerStats()
 	s.gater = &gater{s: s}
+	s.mesh = map[peer.ID]struct{}{}
 	s.met = newMetrics(s)
 	if s.cfg.Registerer != nil {
 		if err := s.met.register(s.cfg.Registerer); err != nil {
@@ -317,6 +327,9 @@ func (s *Swarm) Close() error {
 // shutdown releases whatever Open built, in reverse order.
 func (s *Swarm) shutdown() error {
 	s.state.Store(2)
+	s.hmu.Lock()
+	s.closing = true
+	s.hmu.Unlock()
 	s.cancel(ErrClosed)
 	var errs []error
 	if s.mdns != nil {
@@ -326,7 +339,8 @@ func (s *Swarm) shutdown() error {
 		s.host.RemoveStreamHandler(ProtocolSync)
 		s.host.RemoveStreamHandler(ProtocolFetch)
 	}
-	s.wg.Wait() // publisher, readers, scheduler and its sessions, provider, dialers
+	s.wg.Wait()       // publisher, readers, scheduler and its sessions, provider, dialers
+	s.handlers.Wait() // sessions and fetches peers started
 	if s.dht != nil {
 		errs = append(errs, s.dht.Close())
 	}
@@ -352,6 +366,17 @@ func (s *Swarm) shutdown() error {
 }
 
 func (s *Swarm) isOpen() bool { return s.state.Load() == 1 }
+
+// enterHandler counts a stream handler in; false once Close has begun.
+func (s *Swarm) enterHandler() bool {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.handlers.Add(1)
+	return true
+}
 
 // Publish queues claims the node stored from a local writer for gossip
 // (batched by a few ms or by size). It never blocks: when the queue is

@@ -85,14 +85,14 @@ func TestGossip_Propagation(t *testing.T) {
 	}
 }
 
-// waitForMesh waits until every node sees all its connected peers on the
-// topic.
+// waitForMesh waits until every node's gossipsub mesh holds all its
+// connected peers (the tests' graphs have degree below gossipsub's D).
 func waitForMesh(t testing.TB, nodes []*node) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "topic peers", func() bool {
+	waitFor(t, 10*time.Second, "gossip meshes", func() bool {
 		for _, n := range nodes {
-			tp := len(n.sw.TopicPeers())
-			if tp == 0 || tp < len(n.sw.Host().Network().Peers()) {
+			m := len(n.sw.MeshPeers())
+			if m == 0 || m < len(n.sw.Host().Network().Peers()) {
 				return false
 			}
 		}

@@ -126,7 +126,15 @@ func (s *Swarm) SyncWith(ctx context.Context, p peer.ID) (SyncStats, error) {
 
 // handleSync serves a session a peer started.
 func (s *Swarm) handleSync(st network.Stream) {
-	ctx := s.ctx
+	if !s.enterHandler() {
+		_ = st.Reset()
+		return
+	}
+	defer s.handlers.Done()
+	// Deadlines bound each frame on real streams; this bounds the session
+	// (and every session on transports that ignore deadlines).
+	ctx, cancel := context.WithTimeout(s.ctx, sessionTimeout)
+	defer cancel()
 	if !s.inbound.TryAcquire(1) {
 		s.refuse(st, errCodeBusy, "too many sync sessions")
 		return
