@@ -31,9 +31,10 @@ func (n *Node) configureInterest(cfg *swarm.Config) {
 // far beyond a home's).
 const maxInterest = 1 << 20
 
-// interestCIDs lists the cids this node keeps claims about: its local
-// files' cids and every cid it already holds shared claims for (looked-up
-// cids and those linked to them included).
+// interestCIDs lists the cids this node keeps claims about: the peer-id
+// cids of the signers it trusts directly (their vouches), its local files'
+// cids and every cid it already holds shared claims for (looked-up cids and
+// those linked to them included).
 func (n *Node) interestCIDs(ctx context.Context) ([]string, error) {
 	seen := make(map[string]bool)
 	var out []string
@@ -41,6 +42,20 @@ func (n *Node) interestCIDs(ctx context.Context) ([]string, error) {
 		if c != "" && !seen[c] && len(out) < maxInterest {
 			seen[c] = true
 			out = append(out, c)
+		}
+	}
+	// The vouches of the signers trusted directly decide whose claims
+	// count: fetch them like any cid of interest (a vouch lives on its
+	// voucher's peer-id cid).
+	trusted, err := n.store.TrustList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("interest: %w", err)
+	}
+	for _, e := range trusted {
+		if e.Source == "own" || e.Source == "list" {
+			if c, err := store.PeerIDCID(e.UID); err == nil {
+				add(c)
+			}
 		}
 	}
 	files, err := n.store.LocalFiles(ctx)

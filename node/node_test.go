@@ -275,6 +275,14 @@ func TestNode_TwoHomesShareClaims(t *testing.T) {
 func TestNode_InterestReplication(t *testing.T) {
 	ctx := context.Background()
 	a := openNode(t, testConfig(t, dataDir(t, "a")))
+	// A's plugin writes before B exists: A vouches for it. B, in interest
+	// mode, never asks a peer for what it lacks, so it learns the vouch by
+	// fetching A's peer-id cid (its interest list holds the peer-id cids of
+	// the signers it trusts directly) once it trusts A.
+	pluginA := signer(t)
+	if _, err := a.SubmitClaims(ctx, []store.Claim{pluginA.Text(testCID(22), "title", "before B", nowMS())}); err != nil {
+		t.Fatal(err)
+	}
 	cfg := testConfig(t, dataDir(t, "b"))
 	cfg.Bootstrap = a.Addrs()[:1]
 	cfg.Replicate = node.ReplicateInterest
@@ -285,22 +293,16 @@ func TestNode_InterestReplication(t *testing.T) {
 	if err := b.Trust(ctx, a.UID()); err != nil {
 		t.Fatal(err)
 	}
-	known, unknown := testCID(20), testCID(21)
-	if _, err := b.SubmitClaims(ctx, []store.Claim{signer(t).Text(known, "title", "mine", nowMS())}); err != nil {
-		t.Fatal(err)
-	}
-	// A first write makes B trust A's plugin (A's vouch travels; B keeps
-	// vouches whatever their cid), so the next claims are live gossip.
-	pluginA := signer(t)
-	if _, err := a.SubmitClaims(ctx, []store.Claim{pluginA.Text(testCID(22), "title", "warm-up", nowMS())}); err != nil {
-		t.Fatal(err)
-	}
 	waitFor(t, 30*time.Second, "B trusts A's plugin", func() error {
 		if !b.Store().Trusted(pluginA.UID()) {
 			return errNo
 		}
 		return nil
 	})
+	known, unknown := testCID(20), testCID(21)
+	if _, err := b.SubmitClaims(ctx, []store.Claim{signer(t).Text(known, "title", "mine", nowMS())}); err != nil {
+		t.Fatal(err)
+	}
 	ts := nowMS()
 	if _, err := a.SubmitClaims(ctx, []store.Claim{
 		pluginA.Text(known, "year", "1995", ts),

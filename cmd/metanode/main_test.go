@@ -93,6 +93,7 @@ func TestRun_HelpAndUsage(t *testing.T) {
 		{"claim", "sign"}, {"claim", "sign", "--signer", "k", "--cid", "c", "--key", "k"},
 		{"claim", "burn"}, {"bench"}, {"bench", "verify", "--claims", "0"}, {"keygen", "x"},
 		{"status", "--api", "ftp://x"}, {"id", "extra"},
+		{"bench", "swarm", "--only", "fast"}, {"bench", "swarm", "--nodes", "1"},
 	}
 	for _, args := range usage {
 		r := runCLI(t, env, nil, args...)
@@ -274,5 +275,13 @@ func TestRun_ClientWithoutNode(t *testing.T) {
 	r.want(t, 1, "claim put -")
 	if !strings.Contains(r.stderr, "stdin line 2") {
 		t.Fatalf("claim put garbage: %q", r.stderr)
+	}
+}
+
+func TestRun_BenchSwarmVerifyOnly(t *testing.T) {
+	r := runCLI(t, nil, nil, "bench", "swarm", "--claims", "200", "--only", "verify", "--dir", t.TempDir())
+	r.want(t, 0, "bench swarm --only verify")
+	if !strings.Contains(r.stdout, "verify limit") {
+		t.Fatalf("bench swarm: %q", r.stdout)
 	}
 }
