@@ -43,14 +43,14 @@ func dsn(path string, kind dbKind) string {
 	switch kind {
 	case truthWriter:
 		q.Add("_pragma", "synchronous(full)")
-		q.Add("_pragma", "cache_size(-32768)") // KiB
-		q.Add("_pragma", "wal_autocheckpoint(4000)")
+		q.Add("_pragma", "cache_size(-16384)") // KiB
+		q.Add("_pragma", "wal_autocheckpoint(16000)")
 	case cacheWriter:
 		q.Add("_pragma", "synchronous(normal)")
 		q.Add("_pragma", "cache_size(-32768)")
-		q.Add("_pragma", "wal_autocheckpoint(4000)")
+		q.Add("_pragma", "wal_autocheckpoint(16000)")
 	case readPool:
-		q.Add("_pragma", "cache_size(-8192)")
+		q.Add("_pragma", "cache_size(-2048)")
 		q.Add("_pragma", "query_only(1)")
 	}
 	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
