@@ -285,6 +285,8 @@ func (s *Server) writeError(sw *statusWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, context.Canceled): // the client went away, or shutdown
 		s.log.Debug("request cancelled", "method", r.Method, "path", r.URL.Path, "err", err)
+	case e.Status == http.StatusServiceUnavailable:
+		s.log.Warn("request refused: storage unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 	case e.Status >= 500:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", err)
 	default:

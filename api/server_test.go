@@ -146,3 +146,32 @@ func TestMetrics(t *testing.T) {
 		t.Error("an SSE stream counted as a request latency")
 	}
 }
+
+// TestStorageUnavailable: with the store gone, every route answers 503
+// storage_unavailable (retryable, Retry-After) instead of failing oddly.
+func TestStorageUnavailable(t *testing.T) {
+	e := newEnv(t)
+	c := e.text(cidA, "title", "x", e.ts(0))
+	if err := e.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []answer{
+		e.get("/api/meta/" + cidA),
+		e.get("/meta"),
+		e.get("/meta/" + cidA + "/title"),
+		e.get("/api/stats"),
+		e.get("/api/events/meta"),
+		e.do(http.MethodGet, "/api/events/meta", nil, "Last-Event-ID", "0-0"),
+		e.get("/api/events/files"),
+		e.sendJSON(http.MethodPost, "/api/claims", map[string]any{"claims": []any{c.ToJSON(false)}}),
+		e.sendJSON(http.MethodPut, "/api/kv/value", map[string]any{"key": "k", "value": "v"}),
+	} {
+		a.wantError(t, 503, "storage_unavailable")
+		if a.header.Get("Retry-After") != "5" {
+			t.Errorf("503 without Retry-After: %v", a.header)
+		}
+	}
+	if _, err := e.c.Meta(t.Context(), cidA, api.MetaOptions{}); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("client: %v is not store.ErrUnavailable", err)
+	}
+}

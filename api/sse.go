@@ -103,22 +103,32 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 	defer s.metrics.subscribers.WithLabelValues(label).Dec()
 
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{}) // a stream outlives the server's request deadlines
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
 	out := &sseWriter{w: w, rc: rc, timeout: s.cfg.SSEWriteTimeout}
-	if err := out.write(nil); err != nil { // flush the headers right away
-		return err
+	// begin sends the headers, once: after Subscribe, or for a snapshot at
+	// its first event, so that a store that is down still gets a 503.
+	begun := false
+	begin := func() error {
+		if begun {
+			return nil
+		}
+		begun = true
+		_ = rc.SetReadDeadline(time.Time{}) // a stream outlives the server's request deadlines
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("Connection", "keep-alive")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		return out.write(nil) // flush the headers right away
 	}
 	events := s.metrics.events.WithLabelValues(label)
 
 	if snapshot {
-		after, err := s.writeSnapshot(r, out, events)
+		after, err := s.writeSnapshot(r, out, begin, events)
 		if err != nil {
+			return err
+		}
+		if err := begin(); err != nil {
 			return err
 		}
 		if after == "" {
@@ -131,6 +141,8 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 			return nil // the client resumes with the snapshot's id
 		}
 		defer sub.Close()
+	} else if err := begin(); err != nil {
+		return err
 	}
 
 	buf := make([]byte, 0, 4096)
@@ -198,7 +210,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 
 // writeSnapshot writes one set event per merged key; only the last carries
 // an id (the stream position to resume after), which it returns.
-func (s *Server) writeSnapshot(r *http.Request, out *sseWriter, events interface{ Add(float64) }) (string, error) {
+func (s *Server) writeSnapshot(r *http.Request, out *sseWriter, begin func() error, events interface{ Add(float64) }) (string, error) {
 	var (
 		buf     = make([]byte, 0, flushAt+4096)
 		held    store.Event
@@ -206,6 +218,9 @@ func (s *Server) writeSnapshot(r *http.Request, out *sseWriter, events interface
 		n       int
 	)
 	after, err := s.cfg.Store.Snapshot(r.Context(), func(ev store.Event) error {
+		if err := begin(); err != nil {
+			return err
+		}
 		if holding {
 			buf = appendFrame(buf, "", held.Type, held.Data)
 			n++
