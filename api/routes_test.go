@@ -87,8 +87,11 @@ func TestKV(t *testing.T) {
 		t.Errorf("second delete: %+v", d)
 	}
 
+	// Reserved prefixes name the node's own rows: refused for every verb.
 	for _, k := range []string{"file:x", "cid:x", "idx:x", "ev:x", "evhwm:x", "meta:x"} {
 		e.sendJSON(http.MethodPut, "/api/kv/value", map[string]any{"key": k, "value": "v"}).wantError(t, 400, "schema_violation")
+		e.get("/api/kv/value?key="+k).wantError(t, 400, "schema_violation")
+		e.do(http.MethodDelete, "/api/kv/value?key="+k, nil).wantError(t, 400, "schema_violation")
 	}
 	e.sendJSON(http.MethodPut, "/api/kv/value", map[string]any{"key": "", "value": "v"}).wantError(t, 400, "schema_violation")
 	e.sendJSON(http.MethodPut, "/api/kv/value", map[string]any{"key": "k", "value": 5}).wantError(t, 400, "schema_violation")
