@@ -22,6 +22,11 @@ const (
 	cacheVersion = "metanode-cache-1"
 )
 
+// cachePageSize is the cache's page size (the truth file keeps SQLite's
+// default): measured on the reference dataset, 8 KiB pages cost the writer
+// about a tenth less CPU per claim than 4 KiB (16 KiB was no better).
+const cachePageSize = 8192
+
 // dbKind selects the pragmas of one connection pool.
 type dbKind int
 
@@ -217,6 +222,15 @@ func prepareCache(ctx context.Context, c *sql.Conn) (bool, error) {
 		err := c.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = 'meta:cache_version'`).Scan(&v)
 		if err != nil || v != cacheVersion {
 			return false, nil
+		}
+	} else {
+		// Larger pages: the index of merged values takes random inserts,
+		// and a commit writes each dirty page with one system call. The
+		// page size of a WAL database is set before it holds anything.
+		for _, q := range []string{"PRAGMA journal_mode=DELETE", fmt.Sprintf("PRAGMA page_size=%d", cachePageSize), "VACUUM", "PRAGMA journal_mode=WAL"} {
+			if _, err := c.ExecContext(ctx, q); err != nil {
+				return false, fmt.Errorf("set cache page size: %w", err)
+			}
 		}
 	}
 	if _, err := c.ExecContext(ctx, cacheDDL); err != nil {
