@@ -2,11 +2,16 @@ package store_test
 
 import (
 	"bytes"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/store/storetest"
@@ -306,4 +311,112 @@ func TestSubmit_ConcurrentCallers(t *testing.T) {
 	if int(st.Claims) != len(claims) {
 		t.Fatalf("claims=%d, want %d", st.Claims, len(claims))
 	}
+}
+
+// TestSubmit_Vectors stores the spec's vectors and serves them back byte
+// for byte.
+func TestSubmit_Vectors(t *testing.T) {
+	var vf struct {
+		Vectors []struct {
+			Name    string          `json:"name"`
+			Claim   json.RawMessage `json:"claim"`
+			WireHex string          `json:"wireHex"`
+		} `json:"vectors"`
+	}
+	b, err := os.ReadFile("testdata/mmur2-vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &vf); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, store.Config{})
+	want := map[store.ID]string{}
+	for _, v := range vf.Vectors {
+		var c store.Claim
+		if err := json.Unmarshal(v.Claim, &c); err != nil {
+			t.Fatalf("%s: %v", v.Name, err)
+		}
+		if r := submit(t, s, c)[0]; r.Outcome != store.Accepted {
+			t.Fatalf("%s: %v %v", v.Name, r.Outcome, r.Err)
+		}
+		want[c.ID()] = v.WireHex
+	}
+	// The retraction replaced the first title: every other vector is a row.
+	all, err := s.ClaimsInRange(ctx, store.MinSyncItem, store.MaxSyncItem, 100)
+	if err != nil || len(all) != len(vf.Vectors)-1 {
+		t.Fatalf("stored=%d %v", len(all), err)
+	}
+	for _, c := range all {
+		if got := hex.EncodeToString(c.Wire()); got != want[c.ID()] {
+			t.Fatalf("served %s, want %s", got, want[c.ID()])
+		}
+	}
+	// The link joined the two cids of the vectors into one record.
+	rec := record(t, s, "bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+	if len(rec.CIDs) != 2 || rec.Fields["titles/jpn"] != "インセプション" || rec.Fields["genres/Drama"] != "true" {
+		t.Fatalf("record=%v", rec.Fields)
+	}
+	if _, ok := rec.Fields["watched"]; ok {
+		t.Fatal("ciphertext merged")
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := open(t, store.Config{Registerer: reg})
+	sg := storetest.Signer(1)
+	bad := sg.Text(cidA, "x", "y", 1)
+	bad.Sig[0] ^= 1
+	submit(t, s, sg.Text(cidA, "title", "x", 1), sg.Text(cidA, "title", "x", 1), bad)
+	sub, _ := s.Subscribe(store.StreamMeta, "")
+	defer sub.Close()
+	for outcome, want := range map[string]float64{"accepted": 1, "unchanged": 1, "rejected": 1} {
+		if got := metricValue(t, reg, "metanode_store_claims_total", outcome); got != want {
+			t.Fatalf("claims_total{%s}=%v, want %v", outcome, got, want)
+		}
+	}
+	if got := metricValue(t, reg, "metanode_store_subscribers", string(store.StreamMeta)); got != 1 {
+		t.Fatalf("subscribers=%v", got)
+	}
+	if got := metricValue(t, reg, "metanode_store_events_total", string(store.StreamMeta)); got != 2 {
+		t.Fatalf("meta events=%v, want 2 (title and the cid member)", got)
+	}
+	for _, name := range []string{"metanode_store_commit_seconds", "metanode_store_batch_claims", "metanode_store_queue_depth"} {
+		metricValue(t, reg, name, "")
+	}
+}
+
+// metricValue reads one series (by a label value, or the unlabelled one)
+// of a registered metric.
+func metricValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := label == ""
+			for _, lp := range m.GetLabel() {
+				match = match || lp.GetValue() == label
+			}
+			if !match {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	t.Fatalf("%s{%s} not registered", name, label)
+	return 0
 }
