@@ -285,3 +285,52 @@ func TestRun_BenchSwarmVerifyOnly(t *testing.T) {
 		t.Fatalf("bench swarm: %q", r.stdout)
 	}
 }
+
+// TestRun_ServeInProcess runs serve through run() under the race detector
+// (the e2e tests run the binary, built without it): it serves, answers
+// health, and a cancelled context (what the first signal does) makes it
+// close the node and exit 0.
+func TestRun_ServeInProcess(t *testing.T) {
+	var out, errb lockedBuffer
+	c := &cli{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: envMap(map[string]string{"HOME": t.TempDir()})}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() {
+		code <- c.run(ctx, []string{"serve", "--data", t.TempDir(), "--http", "127.0.0.1:0",
+			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-format", "json"})
+	}()
+	var url string
+	deadline := time.Now().Add(60 * time.Second)
+	for url == "" {
+		for _, line := range strings.Split(errb.String(), "\n") {
+			var m struct{ Msg, API string }
+			if json.Unmarshal([]byte(line), &m) == nil && m.Msg == "serving" {
+				url = m.API
+			}
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("serve exited %d before serving: %s", c, errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not serve in 60s: %s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r := runCLI(t, map[string]string{"METANODE_API": url}, nil, "health")
+	r.want(t, 0, "health")
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("serve after cancel: exit %d: %s", c, errb.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not stop within 60s of the cancel")
+	}
+	if !strings.Contains(errb.String(), `"msg":"stopped"`) {
+		t.Fatalf("no clean stop logged: %s", errb.String())
+	}
+}
