@@ -21,14 +21,23 @@ func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		cancel() // graceful: serve drains and closes
-		<-sigs
-		fmt.Fprintln(os.Stderr, "metanode: second signal, exiting without a clean shutdown (the cache is rebuilt at the next start)")
-		os.Exit(1)
-	}()
+	go onSignals(sigs, cancel, os.Stderr, os.Exit)
 	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// onSignals turns the first signal into cancel (serve then shuts down
+// gracefully) and the second into an immediate exit 1. It returns when sigs
+// is closed.
+func onSignals(sigs <-chan os.Signal, cancel func(), stderr io.Writer, exit func(int)) {
+	if _, ok := <-sigs; !ok {
+		return
+	}
+	cancel()
+	if _, ok := <-sigs; !ok {
+		return
+	}
+	fmt.Fprintln(stderr, "metanode: second signal, exiting without a clean shutdown (the cache is repaired at the next start)")
+	exit(1)
 }
 
 // Exit statuses (cli.md).

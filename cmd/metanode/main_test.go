@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -333,4 +334,35 @@ func TestRun_ServeInProcess(t *testing.T) {
 	if !strings.Contains(errb.String(), `"msg":"stopped"`) {
 		t.Fatalf("no clean stop logged: %s", errb.String())
 	}
+}
+
+func TestOnSignals(t *testing.T) {
+	sigs := make(chan os.Signal, 2)
+	cancelled := make(chan struct{})
+	exited := make(chan int, 1)
+	var errb lockedBuffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		onSignals(sigs, func() { close(cancelled) }, &errb, func(code int) { exited <- code })
+	}()
+	sigs <- syscall.SIGTERM
+	<-cancelled
+	select {
+	case c := <-exited:
+		t.Fatalf("exit(%d) after one signal", c)
+	default:
+	}
+	sigs <- os.Interrupt
+	if c := <-exited; c != 1 {
+		t.Fatalf("second signal: exit(%d), want 1", c)
+	}
+	<-done
+	if !strings.Contains(errb.String(), "second signal") {
+		t.Fatalf("stderr %q", errb.String())
+	}
+	// A closed channel ends it without cancelling.
+	closed := make(chan os.Signal)
+	close(closed)
+	onSignals(closed, func() { t.Fatal("cancel on a closed channel") }, &errb, func(int) { t.Fatal("exit on a closed channel") })
 }
