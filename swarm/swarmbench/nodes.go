@@ -166,12 +166,12 @@ func (b *bench) live(ctx context.Context) error {
 			}
 		}
 	}
-	// Wait for the gossip meshes (grafts happen at the 1 s heartbeat;
-	// gossipsub keeps at least 5 mesh peers when it can) and for the
-	// sessions the connections started.
+	// Wait for the gossip meshes (grafts happen at the 1 s heartbeat; the
+	// swarm keeps at least 3 mesh peers when it can) and for the sessions
+	// the connections started.
 	deadline := time.Now().Add(30 * time.Second)
 	for slices.ContainsFunc(nodes, func(n *node) bool {
-		return len(n.sw.MeshPeers()) < min(5, len(n.sw.Host().Network().Peers()))
+		return len(n.sw.MeshPeers()) < min(3, len(n.sw.Host().Network().Peers()))
 	}) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("bench swarm: gossip meshes did not form")
