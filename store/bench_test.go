@@ -146,6 +146,7 @@ func BenchmarkStore(b *testing.B) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	goHeap, goSys := ms.HeapInuse, ms.Sys
+	b.Logf("after ingest: RssAnon %d MB, RssFile %d MB", procStatus("RssAnon")>>20, procStatus("RssFile")>>20)
 
 	// Reads by cid: latency of one reader, then throughput of many.
 	r := rand.New(rand.NewPCG(1, 1))
