@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -332,5 +333,54 @@ func TestNode_InterestReplication(t *testing.T) {
 	})
 	if err := hasField(ctx, b.Store(), unknown, "title", "Heat"); err != nil {
 		t.Fatalf("looked-up record not stored on B: %v", err)
+	}
+}
+
+// TestNode_Files: with a files root the node runs the watcher; a file
+// registered through the node gets a record with its midhash, once.
+func TestNode_Files(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "plugin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "plugin", "film.mkv")
+	if err := os.WriteFile(path, []byte("not really a film"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, dataDir(t, "home"))
+	cfg.FilesRoot = root
+	n := openNode(t, cfg)
+	waitFor(t, 30*time.Second, "watcher ready", func() error {
+		if h := n.Health(ctx); h.Checks["watcher"] != "ok" {
+			return fmt.Errorf("health %+v", h)
+		}
+		return nil
+	})
+	want, _, err := store.Midhash256File(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := n.RegisterFile(ctx, "plugin/film.mkv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CID != want || res.Root == "" || res.Size != int64(len("not really a film")) {
+		t.Fatalf("register = %+v, want cid %s", res, want)
+	}
+	again, err := n.RegisterFile(ctx, "plugin/film.mkv")
+	if err != nil || again.Created || again.Root != res.Root {
+		t.Fatalf("register again = %+v, %v", again, err)
+	}
+	if _, err := n.RegisterFile(ctx, "plugin/missing.mkv"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("register a missing file = %v, want ErrNotExist", err)
+	}
+
+	plain := openNode(t, testConfig(t, dataDir(t, "plain")))
+	if _, err := plain.RegisterFile(ctx, "plugin/film.mkv"); !errors.Is(err, store.ErrBadPath) {
+		t.Fatalf("register without a files root = %v, want ErrBadPath", err)
+	}
+	if h := plain.Health(ctx); h.Checks["watcher"] != "off" {
+		t.Fatalf("health without a files root: %+v", h)
 	}
 }
