@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,19 +35,25 @@ func benchN(name string, def int) int {
 // verifyLimit is the machine's limit measured in the same run: claims
 // verified per second on all cores (store.VerifyAll, keys cached).
 func verifyLimit(tb testing.TB, claims []store.Claim) float64 {
+	rate, _ := verifyLimitCPU(tb, claims)
+	return rate
+}
+
+// verifyLimitCPU is verifyLimit, with the CPU time of one verification.
+func verifyLimitCPU(tb testing.TB, claims []store.Claim) (float64, time.Duration) {
 	sample := claims[:min(len(claims), 20_000)]
 	ids := make([]store.ID, len(sample))
 	for i := range sample {
 		ids[i] = sample[i].ID()
 	}
 	store.VerifyAll(sample[:100], ids[:100], nil) // warm the key cache
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	for _, err := range store.VerifyAll(sample, ids, nil) {
 		if err != nil {
 			tb.Fatal(err)
 		}
 	}
-	return float64(len(sample)) / time.Since(start).Seconds()
+	return float64(len(sample)) / time.Since(start).Seconds(), (cpuTime() - cpu0) / time.Duration(len(sample))
 }
 
 func benchServer(b *testing.B, st *store.Store) (*api.Server, *http.Client) {
@@ -64,6 +71,18 @@ func benchServer(b *testing.B, st *store.Store) (*api.Server, *http.Client) {
 		}
 	})
 	return srv, hc
+}
+
+// cpuTime is the process's user+system CPU time so far. On a shared
+// machine wall-clock rates move with the neighbours' load; CPU time per
+// request much less, and 2 cores / CPU per request is the rate the two
+// cores would give this process alone.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {
@@ -118,9 +137,9 @@ func BenchmarkAPI_PostClaims(b *testing.B) {
 			close(next)
 			// The limit is measured right before and right after the run
 			// (the machine is shared: its load moves).
-			before := verifyLimit(b, claims)
+			before, vcpu := verifyLimitCPU(b, claims)
 			b.ResetTimer()
-			start := time.Now()
+			start, cpu0 := time.Now(), cpuTime()
 			var wg sync.WaitGroup
 			for range tc.clients {
 				wg.Go(func() {
@@ -141,13 +160,18 @@ func BenchmarkAPI_PostClaims(b *testing.B) {
 				})
 			}
 			wg.Wait()
-			elapsed := time.Since(start)
+			elapsed, cpu := time.Since(start), cpuTime()-cpu0
 			b.StopTimer()
-			limit := (before + verifyLimit(b, claims)) / 2
+			after, vcpu2 := verifyLimitCPU(b, claims)
+			limit := (before + after) / 2
 			rate := float64(len(claims)) / elapsed.Seconds()
 			b.ReportMetric(rate, "claims/s")
 			b.ReportMetric(limit, "verify/s")
 			b.ReportMetric(rate/limit, "post/verify")
+			// CPU per claim posted against CPU per verification: the ratio
+			// the two cores would give if the process had them alone.
+			perClaim := cpu / time.Duration(len(claims))
+			b.ReportMetric(float64((vcpu+vcpu2)/2)/float64(perClaim), "cpu-verify/post")
 		})
 	}
 }
@@ -285,8 +309,10 @@ func BenchmarkAPI_GetMeta(b *testing.B) {
 	// The store's own read rate, same clients, no HTTP, measured right
 	// before and right after (the machine is shared): the HTTP figure is
 	// also given as a ratio to it.
+	var directCPU time.Duration
 	directRate := func() float64 {
-		t0 := time.Now()
+		t0, c0 := time.Now(), cpuTime()
+		defer func() { directCPU += cpuTime() - c0 }()
 		for w := range clients {
 			wg.Go(func() {
 				r := rand.New(rand.NewPCG(uint64(w), 3))
@@ -305,7 +331,7 @@ func BenchmarkAPI_GetMeta(b *testing.B) {
 
 	lat := make([][]time.Duration, clients)
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	for w := range clients {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(w), 7))
@@ -329,10 +355,15 @@ func BenchmarkAPI_GetMeta(b *testing.B) {
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	b.StopTimer()
 	direct := (before + directRate()) / 2
 	all := slices.Concat(lat...)
+	perReq := cpu / time.Duration(len(all))
+	perRead := directCPU / time.Duration(2*clients*perClient/4)
+	b.ReportMetric(float64(perReq.Microseconds()), "cpu-µs/req")
+	b.ReportMetric(float64(2*time.Second/perReq), "req/s-2cores")
+	b.ReportMetric(float64(perRead.Microseconds()), "cpu-µs/read")
 	rate := float64(len(all)) / elapsed.Seconds()
 	b.ReportMetric(rate, "req/s")
 	b.ReportMetric(direct, "store-reads/s")
