@@ -50,7 +50,7 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) ([]s
 	var vouches []store.Claim
 	for i := range claims {
 		uid := claims[i].UID
-		if seen[uid] || n.store.Trusted(uid) || n.isDistrusted(uid) {
+		if seen[uid] || n.store.Trusted(uid) || n.store.Distrusted(uid) {
 			continue
 		}
 		// Only a signature that verifies proves the writer holds the key:
@@ -91,18 +91,6 @@ func (n *Node) share(claims []store.Claim, res []store.Result) {
 }
 
 func (n *Node) nowMS() uint64 { return uint64(n.cfg.Now().UnixMilli()) }
-
-// isDistrusted reports whether the owner blocked uid: by the store's own
-// record when it offers one (it survives restarts), else by the node's
-// memory of Distrust calls in this run.
-func (n *Node) isDistrusted(uid string) bool {
-	if d, ok := any(n.store).(interface{ Distrusted(uid string) bool }); ok && d.Distrusted(uid) {
-		return true
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.distrusted[uid]
-}
 
 // RemoteRecord answers from the store, or on a local miss looks the cid up
 // in the swarm and answers from what was fetched.
@@ -183,9 +171,6 @@ func (n *Node) Trust(ctx context.Context, uid string) error {
 	if err := n.store.Trust(ctx, uid, "owner"); err != nil {
 		return err
 	}
-	n.mu.Lock()
-	delete(n.distrusted, uid)
-	n.mu.Unlock()
 	n.swarm.Resync()
 	return nil
 }
@@ -201,9 +186,6 @@ func (n *Node) Distrust(ctx context.Context, uid string) error {
 	if err := n.store.Distrust(ctx, uid); err != nil {
 		return err
 	}
-	n.mu.Lock()
-	n.distrusted[uid] = true
-	n.mu.Unlock()
 	if vouched {
 		r := n.identity.Retraction(n.peerCID, store.VouchPrefix+uid, n.nowMS())
 		res, err := n.store.Submit(ctx, []store.Claim{r}, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})

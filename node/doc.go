@@ -11,6 +11,6 @@
 // of its own that forwards the store's trust changes to the swarm (a re-sync).
 // Close cancels it, waits, and closes the components in reverse order. The
 // api.Node methods are safe for concurrent use (each request runs on its own
-// net/http goroutine); the only node state they share is the set of uids the
-// owner distrusted in this run, behind a mutex.
+// net/http goroutine); they share no node state beyond the components, which
+// are safe for concurrent use themselves.
 package node

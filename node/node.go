@@ -40,10 +40,9 @@ type Node struct {
 	closers []namedCloser // in open order; closed in reverse
 	ready   chan struct{}
 
-	mu         sync.Mutex
-	opened     bool
-	closed     bool
-	distrusted map[string]bool // uids the owner distrusted in this run: never auto-trusted again
+	mu     sync.Mutex
+	opened bool
+	closed bool
 }
 
 type namedCloser struct {
@@ -55,11 +54,10 @@ type namedCloser struct {
 func New(cfg Config) *Node {
 	cfg = cfg.withDefaults()
 	return &Node{
-		cfg:        cfg,
-		log:        cfg.Logger.With("component", "node"),
-		reg:        prometheus.NewRegistry(),
-		ready:      make(chan struct{}),
-		distrusted: make(map[string]bool),
+		cfg:   cfg,
+		log:   cfg.Logger.With("component", "node"),
+		reg:   prometheus.NewRegistry(),
+		ready: make(chan struct{}),
 	}
 }
 

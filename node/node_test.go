@@ -384,3 +384,26 @@ func TestNode_Files(t *testing.T) {
 		t.Fatalf("health without a files root: %+v", h)
 	}
 }
+
+// TestNode_DistrustSurvivesRestart: a local signer the owner distrusted is
+// not trusted again by writing, after a restart too.
+func TestNode_DistrustSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := dataDir(t, "home")
+	plugin := signer(t)
+	n := openNodeNoCleanup(t, testConfig(t, dir))
+	if err := n.Distrust(ctx, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = openNode(t, testConfig(t, dir))
+	res, err := n.SubmitClaims(ctx, []store.Claim{plugin.Text(testCID(30), "title", "x", nowMS())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome != store.Rejected || !errors.Is(res[0].Err, store.ErrUntrusted) || n.Store().Trusted(plugin.UID()) {
+		t.Fatalf("write by a distrusted signer after restart: %v %v", res[0].Outcome, res[0].Err)
+	}
+}
