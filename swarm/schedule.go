@@ -96,6 +96,9 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case p := <-s.joinCh:
+			if s.cfg.NoAutoSync {
+				continue
+			}
 			if s.host.ID() < p || s.cfg.Interest != nil {
 				joined[p] = time.Now().Add(joinSyncDelay)
 			}
@@ -107,6 +110,9 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 				}
 			}
 		case p := <-s.cascadeCh:
+			if s.cfg.NoAutoSync {
+				continue
+			}
 			if len(sources) == 0 {
 				cascade.Reset(cascadeDelay)
 			}
@@ -120,6 +126,9 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 			}
 			clear(sources)
 		case p := <-s.connCh:
+			if s.cfg.NoAutoSync {
+				continue
+			}
 			if s.host.ID() < p || s.cfg.Interest != nil {
 				start(p, true)
 			}
@@ -128,6 +137,10 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 				start(p, false)
 			}
 		case <-timer.C:
+			if s.cfg.NoAutoSync {
+				timer.Reset(period())
+				continue
+			}
 			ticks++
 			for i, p := range s.leastRecentlySynced(periodicPeers) {
 				start(p, i == 0 && ticks%interestEvery == 0)

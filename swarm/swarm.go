@@ -90,6 +90,12 @@ type Config struct {
 	GossipRate int           // new claims per second accepted from one peer's gossip; default DefaultGossipRate
 	BlockFor   time.Duration // how long a peer that sent invalid claims is refused; default DefaultBlockFor
 
+	// NoAutoSync starts no sync session by itself (on connections, topic
+	// joins, after sessions or periodically): only SyncWith and Resync do.
+	// Benchmarks use it to measure one session at a time; peers may still
+	// start sessions with this node.
+	NoAutoSync bool
+
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 

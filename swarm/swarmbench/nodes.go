@@ -24,6 +24,7 @@ type node struct {
 	st     *store.Store
 	ts     *timedStore
 	sw     *swarm.Swarm
+	signer *store.Signer
 	id     peer.ID
 	opened time.Time
 }
@@ -42,7 +43,7 @@ func (b *bench) newNode(ctx context.Context, bootstrap []string, rec *latencies)
 	if err := st.Open(ctx); err != nil {
 		return nil, fmt.Errorf("bench swarm: open store: %w", err)
 	}
-	n := &node{st: st, ts: &timedStore{Store: st, rec: rec}}
+	n := &node{st: st, ts: &timedStore{Store: st, rec: rec}, signer: signer}
 	n.sw = swarm.New(swarm.Config{
 		Identity: signer, Store: n.ts, Name: "bench",
 		Listen:       []string{"/ip4/127.0.0.1/tcp/0"},
@@ -61,6 +62,22 @@ func (b *bench) newNode(ctx context.Context, bootstrap []string, rec *latencies)
 	}
 	b.nodes = append(b.nodes, n)
 	return n, nil
+}
+
+// reopen replaces n's swarm by one that starts no session by itself, on
+// the same store and key.
+func (b *bench) reopen(ctx context.Context, n *node) error {
+	if err := n.sw.Close(); err != nil {
+		return fmt.Errorf("bench swarm: close node: %w", err)
+	}
+	n.sw = swarm.New(swarm.Config{
+		Identity: n.signer, Store: n.ts, Name: "bench",
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoAutoSync: true, Logger: b.o.Logger,
+	})
+	if err := n.sw.Open(ctx); err != nil {
+		return fmt.Errorf("bench swarm: reopen node: %w", err)
+	}
+	return nil
 }
 
 func (n *node) close() {
@@ -224,9 +241,9 @@ func (b *bench) live(ctx context.Context) error {
 	}
 	perNode := float64(len(nodes) - 1)
 	meanWire := float64(wireBytes) / float64(total)
-	b.printf("live propagation, %d nodes, %d claims/s for %s: publish to commit p50 %s, p99 %s (goal p99 < 100ms); %d of %d arrivals by gossip\n",
+	b.printf("live propagation, %d nodes, %d claims/s for %s: publish to commit p50 %s, p99 %s (goal p99 < 100ms); %d of %d arrivals by gossip; load %s\n",
 		len(nodes), b.o.Rate, b.o.Duration, rec.quantile(0.5).Round(10*time.Microsecond), rec.quantile(0.99).Round(10*time.Microsecond),
-		viaGossip, int64(total)*int64(len(nodes)-1))
+		viaGossip, int64(total)*int64(len(nodes)-1), loadAvg())
 	b.printf("live propagation: gossip received per claim per node %.0f B in all (%.0f B of topic messages) = %.2f copies of the %.0f B claim (goal <= 4)\n",
 		float64(gossipBytes)/float64(total)/perNode, float64(dataBytes)/float64(total)/perNode,
 		float64(dataBytes)/float64(total)/perNode/meanWire, meanWire)
