@@ -286,4 +286,7 @@ func BenchmarkWriter(b *testing.B) {
 	b.ReportMetric(float64(el.Microseconds())/float64(seen), "µs/claim")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(seen), "cpu-µs/claim")
 	b.ReportMetric(float64(procStatus("VmHWM"))/(1<<20), "peak-RSS-MB")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.Logf("RssAnon %d MB, Go sys %d MB, Go heap in use %d MB", procStatus("RssAnon")>>20, ms.Sys>>20, ms.HeapInuse>>20)
 }

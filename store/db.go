@@ -45,14 +45,18 @@ func dsn(path string, kind dbKind) string {
 	q.Add("_pragma", "journal_mode(wal)")
 	q.Add("_pragma", "foreign_keys(off)")
 	q.Add("_pragma", "temp_store(memory)")
+	// Page caches: measured, the process pays about 2.5 times the
+	// configured size (each page buffer is rounded up by the allocator),
+	// so the writers' caches are kept modest; bigger ones bought the
+	// writer only a few percent of CPU per claim.
 	switch kind {
 	case truthWriter:
 		q.Add("_pragma", "synchronous(full)")
-		q.Add("_pragma", "cache_size(-16384)") // KiB
+		q.Add("_pragma", "cache_size(-8192)") // KiB
 		q.Add("_pragma", "wal_autocheckpoint(16000)")
 	case cacheWriter:
 		q.Add("_pragma", "synchronous(normal)")
-		q.Add("_pragma", "cache_size(-32768)")
+		q.Add("_pragma", "cache_size(-24576)")
 		q.Add("_pragma", "wal_autocheckpoint(16000)")
 	case readPool:
 		q.Add("_pragma", "cache_size(-2048)")
