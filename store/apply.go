@@ -90,6 +90,11 @@ func (w *writer) applyPhase(b *batch, reqs []*request) error {
 // finishCache writes the search rows, counters, event bookkeeping and
 // applied_seq, and commits.
 func (w *writer) finishCache(b *batch) error {
+	if w.s.failCache != nil {
+		if err := w.s.failCache(); err != nil {
+			return err
+		}
+	}
 	for _, rid := range sortedKeys(b.fts) {
 		if b.lost[rid] {
 			continue

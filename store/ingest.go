@@ -120,6 +120,11 @@ func (w *writer) truthPhase(b *batch, reqs []*request) error {
 			return err
 		}
 	}
+	if w.s.failTruth != nil {
+		if err := w.s.failTruth(); err != nil {
+			return err
+		}
+	}
 	if b.rebuild {
 		w.lastSeq++
 		w.rebuildSeq = w.lastSeq

@@ -80,6 +80,10 @@ type Store struct {
 
 	peerMu   sync.Mutex
 	peerCIDs map[string]string // uid → PeerIDCID(uid)
+
+	// Fault seams for tests: when set, called inside the truth or cache
+	// transaction of each batch; an error fails that transaction.
+	failTruth, failCache func() error
 }
 
 const (
