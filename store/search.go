@@ -174,7 +174,8 @@ func filterCandidates(ctx context.Context, tx *sql.Tx, f SearchFilter) (map[stri
 			err = add(base+`lower(substr(k, 33)) = ?`, prop+"/"+lv)
 			if err == nil {
 				flat := strings.TrimSpace(lv) // the flat arm compares trimmed values
-				err = add(base+`lower(substr(k, 33)) = ? AND lower(v) LIKE ? ESCAPE '\'`, prop, "%"+likeEscape(flat)+"%")
+				// LIKE ignores ASCII case.
+				err = add(base+`lower(substr(k, 33)) = ? AND v LIKE ? ESCAPE '\'`, prop, "%"+likeEscape(flat)+"%")
 			}
 		} else {
 			// SQLite folds ASCII only: take every member and every value.
