@@ -93,49 +93,48 @@ type decodedClaim struct {
 	id    string // known even for some failures (a bad signature)
 }
 
-// readClaims reads a claims batch body: 413 beyond MaxClaimsBody or
-// MaxClaims, 400 when it is not {"claims":[…]}.
-func readClaims(w http.ResponseWriter, r *http.Request) ([]json.RawMessage, error) {
+// readClaims reads and decodes a claims batch body: 413 beyond
+// MaxClaimsBody or MaxClaims, 400 when it is not {"claims":[…]}.
+func readClaims(w http.ResponseWriter, r *http.Request) ([]decodedClaim, error) {
 	body, err := readBody(w, r, MaxClaimsBody)
 	if err != nil {
 		return nil, err
 	}
-	var b claimsBody
-	if err := decodeJSON(body, &b); err != nil {
-		return nil, err
-	}
-	if b.Claims == nil {
-		return nil, badRequest(`body must be {"claims":[…]}`)
-	}
-	if n := len(*b.Claims); n > MaxClaims {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "%d claims exceed the limit of %d per request", n, MaxClaims)
-	}
-	return *b.Claims, nil
+	return parseClaimsBody(body)
 }
 
-// decodeClaims decodes each claim on its own, on all cores for a big batch
-// (JSON and base64 decoding are a few percent of a verification each).
+func tooManyClaims(n int) *Error {
+	return errorf(http.StatusRequestEntityTooLarge, "%d claims exceed the limit of %d per request", n, MaxClaims)
+}
+
+// decodeClaims decodes each claim on its own with encoding/json, on all
+// cores for a big batch.
 func decodeClaims(raws []json.RawMessage) []decodedClaim {
 	out := make([]decodedClaim, len(raws))
-	workers := min(runtime.GOMAXPROCS(0), (len(raws)+255)/256)
+	parallel(len(raws), func(i int) { out[i] = decodeClaim(raws[i]) })
+	return out
+}
+
+// parallel runs fn(0..n-1) on all cores in chunks (at least 256 items each).
+func parallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+255)/256)
 	if workers <= 1 {
-		for i := range raws {
-			out[i] = decodeClaim(raws[i])
+		for i := range n {
+			fn(i)
 		}
-		return out
+		return
 	}
 	var wg sync.WaitGroup
-	chunk := (len(raws) + workers - 1) / workers
-	for lo := 0; lo < len(raws); lo += chunk {
-		hi := min(lo+chunk, len(raws))
+	chunk := (n + workers - 1) / workers
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
 		wg.Go(func() {
 			for i := lo; i < hi; i++ {
-				out[i] = decodeClaim(raws[i])
+				fn(i)
 			}
 		})
 	}
 	wg.Wait()
-	return out
 }
 
 func decodeClaim(raw json.RawMessage) decodedClaim {
@@ -143,6 +142,12 @@ func decodeClaim(raw json.RawMessage) decodedClaim {
 	if err := json.Unmarshal(raw, &j); err != nil {
 		return decodedClaim{err: fmt.Errorf("%w: %v", store.ErrMalformed, err)}
 	}
+	return claimFromJSON(&j)
+}
+
+// claimFromJSON converts the JSON form; the id is known even when only
+// the signature failed.
+func claimFromJSON(j *store.ClaimJSON) decodedClaim {
 	c, err := j.Claim()
 	if err != nil {
 		d := decodedClaim{err: err}
@@ -159,11 +164,10 @@ func rejected(id string, err error) ClaimResult {
 }
 
 func (s *Server) handlePostClaims(w http.ResponseWriter, r *http.Request) error {
-	raws, err := readClaims(w, r)
+	decoded, err := readClaims(w, r)
 	if err != nil {
 		return err
 	}
-	decoded := decodeClaims(raws)
 	claims := make([]store.Claim, 0, len(decoded))
 	for _, d := range decoded {
 		if d.err == nil {
@@ -245,7 +249,7 @@ func (s *Server) handleMerge(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(req.Claims) > MaxClaims {
-		return errorf(http.StatusRequestEntityTooLarge, "%d claims exceed the limit of %d per request", len(req.Claims), MaxClaims)
+		return tooManyClaims(len(req.Claims))
 	}
 	as, err := asParam(req.As)
 	if err != nil {

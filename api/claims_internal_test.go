@@ -3,8 +3,10 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -26,10 +28,14 @@ func FuzzClaimsBody(f *testing.F) {
 	f.Add([]byte(`{"claims":[{"value":"\ud800","ts":1e3}]}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[`))
+	f.Add([]byte(`{"x":[1,{"a":"]"}],"claims":[{"uid":"z","cid":"b","key":"k","value":null,"ts":12,"sig":"AA==","id":"x"} , {"UID":"z"}],"y":"\"}"}`))
+	f.Add([]byte(`{"claims":[],"CLAIMS":[{}]}`))
+	f.Add([]byte(`{"claims":[{"value":"caf\u00e9","ts":1}],"claims":null}`))
+	f.Add([]byte("{\"claims\":[{\"value\":\"\xff\xfe\",\"ts\":1.5,\"key\":\"a\",\"key\":\"b\"},{\"value\":\"\xc3\xa9\",\"ts\":7}]}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "/api/claims", strings.NewReader(string(body)))
 		w := httptest.NewRecorder()
-		raws, err := readClaims(w, r)
+		decoded, err := readClaims(w, r)
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || (e.Status != 400 && e.Status != 413) {
@@ -37,9 +43,20 @@ func FuzzClaimsBody(f *testing.F) {
 			}
 			return
 		}
-		decoded := decodeClaims(raws)
-		if len(decoded) != len(raws) {
-			t.Fatalf("%d slots for %d claims", len(decoded), len(raws))
+		// The encoding/json reading must agree, slot for slot.
+		raws, err := claimsFromBody(body)
+		if err != nil {
+			t.Fatalf("fast path took a body encoding/json refuses: %v", err)
+		}
+		slow := decodeClaims(raws)
+		if len(decoded) != len(slow) {
+			t.Fatalf("%d slots, encoding/json finds %d", len(decoded), len(slow))
+		}
+		for i := range slow {
+			if !reflect.DeepEqual(decoded[i].claim, slow[i].claim) || decoded[i].id != slow[i].id ||
+				fmt.Sprint(decoded[i].err) != fmt.Sprint(slow[i].err) {
+				t.Errorf("claim %d: fast %+v, encoding/json %+v", i, decoded[i], slow[i])
+			}
 		}
 		for i, d := range decoded {
 			if d.err != nil {
@@ -75,15 +92,56 @@ func BenchmarkDecodeClaims(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
 	for range b.N {
-		var cb claimsBody
-		if err := decodeJSON(body, &cb); err != nil {
+		decoded, err := parseClaimsBody(body)
+		if err != nil {
 			b.Fatal(err)
 		}
-		for _, d := range decodeClaims(*cb.Claims) {
+		for _, d := range decoded {
 			if d.err != nil {
 				b.Fatal(d.err)
 			}
 		}
 	}
 	b.ReportMetric(float64(b.N*len(js))/b.Elapsed().Seconds(), "claims/s")
+}
+
+// TestClaimsFastPath checks that common bodies take the one-pass reading
+// (the benchmark's gain depends on it) and agree with encoding/json.
+func TestClaimsFastPath(t *testing.T) {
+	signer, err := store.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid := "bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	claims := []store.Claim{
+		signer.Text(cid, "title", "Tom & Jerry <3", 1),
+		signer.Text(cid, "titles/jpn", "トムとジェリー", 2),
+		signer.Retraction(cid, "year", 3),
+	}
+	var buf strings.Builder
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	buf.WriteString(`{ "claims" : [`)
+	for i := range claims {
+		if i > 0 {
+			buf.WriteString(" ,\n ")
+		}
+		_ = enc.Encode(claims[i].ToJSON(false))
+	}
+	buf.WriteString("] , \"extra\": {\"a\": [1, \"]\\\"}\"]} }")
+	raws, fast, err := splitClaimsBody([]byte(buf.String()))
+	if err != nil {
+		t.Fatalf("split %s: %v", buf.String(), err)
+	}
+	for i := range raws {
+		if raws[i] != nil {
+			t.Errorf("claim %d took the slow path: %s", i, raws[i])
+		}
+	}
+	got := convertClaims(raws, fast)
+	for i := range claims {
+		if got[i].err != nil || got[i].claim.ID() != claims[i].ID() || got[i].claim.Sig != claims[i].Sig {
+			t.Errorf("claim %d: %+v", i, got[i])
+		}
+	}
 }

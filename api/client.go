@@ -71,11 +71,16 @@ func (c *Client) PostClaims(ctx context.Context, claims []store.Claim) (ClaimsRe
 		n = 0
 		return nil
 	}
+	// No HTML escaping: "&" stays "&", which the server reads on its fast path.
+	var one bytes.Buffer
+	enc := json.NewEncoder(&one)
+	enc.SetEscapeHTML(false)
 	for i := range claims {
-		b, err := json.Marshal(claims[i].ToJSON(false))
-		if err != nil {
+		one.Reset()
+		if err := enc.Encode(claims[i].ToJSON(false)); err != nil {
 			return out, fmt.Errorf("post claims: encode claim %d: %w", i, err)
 		}
+		b := bytes.TrimSuffix(one.Bytes(), []byte("\n"))
 		if n == MaxClaims || (n > 0 && body.Len()+len(b)+3 > budget) {
 			if err := flush(); err != nil {
 				return out, fmt.Errorf("post claims: %w", err)
