@@ -204,7 +204,7 @@ func (s *Server) handlePostClaims(w http.ResponseWriter, r *http.Request) error 
 		out.add(ClaimResult{ID: res.ID.String(), Status: res.Outcome.String()})
 	}
 	s.countClaims(out)
-	return writeJSON(w, http.StatusOK, out)
+	return writeAppender(w, out.appendJSON)
 }
 
 func (s *Server) countClaims(out ClaimsResponse) {

@@ -145,3 +145,41 @@ func writeRaw(w http.ResponseWriter, body []byte) error {
 	_, err := w.Write(body)
 	return errWritten(err)
 }
+
+func (cr *ClaimsResponse) appendJSON(b []byte) []byte {
+	b = append(b, `{"results":`...)
+	if cr.Results == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range cr.Results {
+			r := &cr.Results[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":`...)
+			b = appendString(b, r.ID)
+			b = append(b, `,"status":`...)
+			b = appendString(b, r.Status)
+			if r.Error != "" {
+				b = append(b, `,"error":`...)
+				b = appendString(b, r.Error)
+			}
+			if r.Message != "" {
+				b = append(b, `,"message":`...)
+				b = appendString(b, r.Message)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"accepted":`...)
+	b = strconv.AppendInt(b, int64(cr.Accepted), 10)
+	b = append(b, `,"unchanged":`...)
+	b = strconv.AppendInt(b, int64(cr.Unchanged), 10)
+	b = append(b, `,"stale":`...)
+	b = strconv.AppendInt(b, int64(cr.Stale), 10)
+	b = append(b, `,"rejected":`...)
+	b = strconv.AppendInt(b, int64(cr.Rejected), 10)
+	return append(b, '}', '\n')
+}
