@@ -185,6 +185,13 @@ func (s *SyncSet) Add(x SyncItem) bool {
 		return false
 	}
 	b := s.blocks[bi]
+	if len(b.items) == cap(b.items) {
+		// Grow by an eighth, not by doubling: at a million items the blocks
+		// are most of the store's heap, and a block never exceeds syncBlockMax+1.
+		grown := make([]SyncItem, len(b.items), min(syncBlockMax+1, cap(b.items)+cap(b.items)/8+16))
+		copy(grown, b.items)
+		b.items = grown
+	}
 	b.items = slices.Insert(b.items, ii, x)
 	b.acc.Add(x.ID)
 	s.n++
@@ -317,4 +324,16 @@ func (s *SyncSet) Split(lo, hi SyncItem, parts int) []SyncItem {
 		out = append(out, s.blocks[bi].items[ii])
 	}
 	return out
+}
+
+// BlockUsage returns the number of items and of allocated item slots, to
+// keep the set's memory honest in tests and benchmarks.
+func (s *SyncSet) BlockUsage() (items, slots int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, b := range s.blocks {
+		items += len(b.items)
+		slots += cap(b.items)
+	}
+	return items, slots
 }

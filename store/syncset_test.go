@@ -148,3 +148,22 @@ func BenchmarkSyncSet_Summary1M(b *testing.B) {
 		s.Summary(store.MinSyncItem, store.MaxSyncItem)
 	}
 }
+
+// TestSyncSet_BlockCapacityBounded checks inserts never leave a block with
+// more than a little spare room (blocks are most of the heap at 1M claims).
+func TestSyncSet_BlockCapacityBounded(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	items := make([]store.SyncItem, 20_000)
+	for i := range items {
+		items[i] = randItem(r)
+	}
+	s := store.NewSyncSet()
+	s.Load(items)
+	for range 20_000 {
+		s.Add(randItem(r))
+	}
+	length, capacity := s.BlockUsage()
+	if capacity > length+length/4+16*len(items)/768 {
+		t.Fatalf("blocks hold %d items in %d slots", length, capacity)
+	}
+}
