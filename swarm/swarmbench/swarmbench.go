@@ -255,10 +255,10 @@ func (b *bench) cold(ctx context.Context) error {
 	el := time.Since(start)
 	rate := float64(held) / el.Seconds()
 	// The session's figures are recorded once it ends, just after the last
-	// commit.
+	// commit (other, small sessions may end first).
 	var c swarm.Counters
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if c = bNode.sw.Counters(); c.SyncBytesIn > 0 {
+		if c = bNode.sw.Counters(); c.SyncBytesIn >= int64(float64(held)*b.wireSz*0.9) {
 			break
 		}
 	}
