@@ -291,6 +291,17 @@ func (s *Swarm) runGossipStore(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case claims := <-s.gossipIn:
+			// Take whatever else is queued too: one commit for a burst (a
+			// commit costs the store far more than a claim in it).
+		drain:
+			for len(claims) < maxGossipClaims {
+				select {
+				case more := <-s.gossipIn:
+					claims = append(claims[:len(claims):len(claims)], more...)
+				default:
+					break drain
+				}
+			}
 			gen := s.refused.generation()
 			res, err := s.cfg.Store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginPeer, Verified: true})
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -114,9 +115,11 @@ type timedStore struct {
 }
 
 func (s *timedStore) Submit(ctx context.Context, claims []store.Claim, opt store.SubmitOptions) ([]store.Result, error) {
+	t0 := time.Now()
 	res, err := s.Store.Submit(ctx, claims, opt)
 	if rec := s.rec; rec != nil && err == nil && opt.Origin == store.OriginPeer {
 		now := time.Now()
+		rec.submitted(now.Sub(t0))
 		for _, r := range res {
 			if r.Stored {
 				rec.arrived(r.ID, now)
@@ -131,6 +134,13 @@ type latencies struct {
 	mu        sync.Mutex
 	published map[store.ID]time.Time
 	delays    []time.Duration
+	submits   []time.Duration // how long the store's Submit of gossip took
+}
+
+func (l *latencies) submitted(d time.Duration) {
+	l.mu.Lock()
+	l.submits = append(l.submits, d)
+	l.mu.Unlock()
 }
 
 func (l *latencies) publish(id store.ID, at time.Time) {
@@ -150,10 +160,20 @@ func (l *latencies) arrived(id store.ID, at time.Time) {
 func (l *latencies) quantile(q float64) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.delays) == 0 {
+	return quantile(l.delays, q)
+}
+
+func (l *latencies) submitQuantile(q float64) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return quantile(l.submits, q)
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
 		return 0
 	}
-	d := slices.Clone(l.delays)
+	d := slices.Clone(ds)
 	slices.Sort(d)
 	return d[min(len(d)-1, int(q*float64(len(d))))]
 }
@@ -210,6 +230,7 @@ func (b *bench) live(ctx context.Context) error {
 	for i := range claims {
 		wireBytes += len(claims[i].Wire())
 	}
+	cpu0 := cpuTime()
 	tick := time.NewTicker(time.Second / time.Duration(b.o.Rate))
 	defer tick.Stop()
 	for i := range claims {
@@ -232,6 +253,7 @@ func (b *bench) live(ctx context.Context) error {
 			return err
 		}
 	}
+	cpu := (cpuTime() - cpu0).Seconds()
 	var gossipBytes, dataBytes, viaGossip, msgs int64
 	for i, n := range nodes {
 		c := n.sw.Counters()
@@ -241,6 +263,13 @@ func (b *bench) live(ctx context.Context) error {
 		msgs += c.GossipMessages - before[i].GossipMessages
 	}
 	perNode := float64(len(nodes) - 1)
+	if cpu > 0 {
+		// Where the latency goes on a small machine: every node shares its
+		// cores, and each commit waits for the disk.
+		b.printf("live propagation: %.2f ms of CPU per claim for the whole swarm (%.0f%% of %d cores at this rate); the store's Submit of gossip took p50 %s, p99 %s\n",
+			cpu/float64(total)*1e3, cpu/b.o.Duration.Seconds()/float64(runtime.GOMAXPROCS(0))*100, runtime.GOMAXPROCS(0),
+			rec.submitQuantile(0.5).Round(10*time.Microsecond), rec.submitQuantile(0.99).Round(10*time.Microsecond))
+	}
 	meanWire := float64(wireBytes) / float64(total)
 	b.printf("live propagation, %d nodes, %d claims/s for %s: publish to commit p50 %s, p99 %s (goal p99 < 100ms); %d of %d arrivals by gossip; load %s\n",
 		len(nodes), b.o.Rate, b.o.Duration, rec.quantile(0.5).Round(10*time.Microsecond), rec.quantile(0.99).Round(10*time.Microsecond),
