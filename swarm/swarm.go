@@ -180,14 +180,15 @@ type Swarm struct {
 	meshMu sync.Mutex
 	mesh   map[peer.ID]struct{} // our gossipsub mesh on the topic (from the tracer)
 
-	provQueue provideQueue
-	refused   *refusedSet
-	penalties *penaltyBox
-	limiter   *peerLimiter
-	errs      *errorLog
-	peerStats *peerStats
-	met       *metrics
-	counters  counters
+	provQueue     provideQueue
+	refused       *refusedSet
+	penalties     *penaltyBox
+	limiter       *peerLimiter
+	errs          *errorLog
+	peerStats     *peerStats
+	met           *metrics
+	metRegistered bool
+	counters      counters
 }
 
 // New returns an unopened swarm; it does no I/O.
@@ -246,12 +247,6 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	s.gater = &gater{s: s}
 	s.mesh = map[peer.ID]struct{}{}
 	s.met = newMetrics(s)
-	if s.cfg.Registerer != nil {
-		if err := s.met.register(s.cfg.Registerer); err != nil {
-			s.cancel(err)
-			return fmt.Errorf("open swarm: metrics: %w", err)
-		}
-	}
 
 	defer func() {
 		if err != nil {
@@ -286,6 +281,13 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 		s.host.ConnManager().Protect(ai.ID, "bootstrap")
 	}
 
+	// Registered once the host and the DHT exist: the gauges read them.
+	if s.cfg.Registerer != nil {
+		if err := s.met.register(s.cfg.Registerer); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		s.metRegistered = true
+	}
 	s.state.Store(1)
 	s.goLoop(s.runPublisher)
 	s.goLoop(s.runGossipReader)
@@ -365,7 +367,7 @@ func (s *Swarm) shutdown() error {
 	if s.ownHost && s.host != nil {
 		errs = append(errs, s.host.Close())
 	}
-	if s.cfg.Registerer != nil && s.met != nil {
+	if s.metRegistered {
 		s.met.unregister(s.cfg.Registerer)
 	}
 	return errors.Join(errs...)
