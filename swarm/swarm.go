@@ -96,6 +96,10 @@ type Config struct {
 	// start sessions with this node.
 	NoAutoSync bool
 
+	// OnPair answers a joining node's pairing request (inviter side); nil
+	// refuses every request. See pair.go.
+	OnPair func(ctx context.Context, peerUID string, token []byte) PairAnswer
+
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 
