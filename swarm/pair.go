@@ -24,3 +24,9 @@ func (s *Swarm) Pair(ctx context.Context, addr string, token []byte) (PairAnswer
 }
 
 var errPairNotImplemented = errors.New("pairing is not implemented yet")
+
+// ErrNotInterested marks a peer claim that the node's Store wrapper did not
+// keep because it is not about a cid the node is interested in (interest
+// replication). The swarm counts such results as neutral: neither refused
+// nor held against the peer.
+var ErrNotInterested = errors.New("not of interest: this node keeps claims about its own cids only")
