@@ -59,9 +59,12 @@ func TestGarbage_StreamProtocols(t *testing.T) {
 		"truncated frame":       append(append([]byte{}, hello...), 0x40, 1, 2),
 		"fetch of nothing":      frame(0x10, 0),
 		"fetch of too many":     append(frame(0x10), bytes.Repeat([]byte{1, 'x'}, 300)...),
+		"pair empty token":      frame(0x20, 0),
+		"pair token too long":   frame(append([]byte{0x20, 0x81, 0x02}, bytes.Repeat([]byte{'t'}, 257)...)...),
+		"pair lying length":     frame(0x20, 9, 't'),
 	}
 	for name, in := range inputs {
-		for _, proto := range []protocol.ID{swarm.ProtocolSync, swarm.ProtocolFetch} {
+		for _, proto := range []protocol.ID{swarm.ProtocolSync, swarm.ProtocolFetch, swarm.ProtocolPair} {
 			sendGarbage(t, attacker, victim, proto, in, name)
 		}
 	}

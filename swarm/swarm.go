@@ -277,6 +277,7 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	}
 	s.host.SetStreamHandler(ProtocolSync, s.handleSync)
 	s.host.SetStreamHandler(ProtocolFetch, s.handleFetch)
+	s.host.SetStreamHandler(ProtocolPair, s.handlePair)
 	if err := s.openDHT(); err != nil {
 		return err
 	}
@@ -350,6 +351,7 @@ func (s *Swarm) shutdown() error {
 	if s.host != nil {
 		s.host.RemoveStreamHandler(ProtocolSync)
 		s.host.RemoveStreamHandler(ProtocolFetch)
+		s.host.RemoveStreamHandler(ProtocolPair)
 	}
 	s.wg.Wait()       // publisher, readers, scheduler and its sessions, provider, dialers
 	s.handlers.Wait() // sessions and fetches peers started
