@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"slices"
@@ -93,14 +94,44 @@ type decodedClaim struct {
 	id    string // known even for some failures (a bad signature)
 }
 
-// readClaims reads and decodes a claims batch body: 413 beyond
-// MaxClaimsBody or MaxClaims, 400 when it is not {"claims":[…]}.
+// readClaims reads and decodes a claims batch body with a streaming
+// encoding/json decoder: 413 beyond MaxClaimsBody or MaxClaims, 400 when it
+// is not {"claims":[…]}. Claims stay raw until decoded one by one, so one
+// that does not decode is rejected alone rather than failing the body.
 func readClaims(w http.ResponseWriter, r *http.Request) ([]decodedClaim, error) {
-	body, err := readBody(w, r, MaxClaimsBody)
-	if err != nil {
-		return nil, err
+	if r.ContentLength > MaxClaimsBody {
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Slug: SlugTooLarge,
+			Message: fmt.Sprintf("request body of %d bytes exceeds %d", r.ContentLength, MaxClaimsBody)}
 	}
-	return parseClaimsBody(body)
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxClaimsBody))
+	var b claimsBody
+	if err := dec.Decode(&b); err != nil {
+		return nil, bodyError(err)
+	}
+	// Decode stops after the first value; what follows must be nothing.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, bodyError(err)
+		}
+		return nil, badRequest("malformed JSON body: data after the object")
+	}
+	if b.Claims == nil {
+		return nil, badRequest(`body must be {"claims":[…]}`)
+	}
+	if n := len(*b.Claims); n > MaxClaims {
+		return nil, tooManyClaims(n)
+	}
+	return decodeClaims(*b.Claims), nil
+}
+
+// bodyError is the answer for a body the decoder refused: 413 when it hit
+// the size limit (errorFor maps it), else 400.
+func bodyError(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return err
+	}
+	return badRequest("malformed JSON body: %v", err)
 }
 
 func tooManyClaims(n int) *Error {
@@ -204,7 +235,7 @@ func (s *Server) handlePostClaims(w http.ResponseWriter, r *http.Request) error 
 		out.add(ClaimResult{ID: res.ID.String(), Status: res.Outcome.String()})
 	}
 	s.countClaims(out)
-	return writeAppender(w, out.appendJSON)
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) countClaims(out ClaimsResponse) {
