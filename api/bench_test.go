@@ -34,14 +34,9 @@ func benchN(name string, def int) int {
 	return def
 }
 
-// verifyLimit is the machine's limit measured in the same run: claims
-// verified per second on all cores (store.VerifyAll, keys cached).
-func verifyLimit(tb testing.TB, claims []store.Claim) float64 {
-	rate, _ := verifyLimitCPU(tb, claims)
-	return rate
-}
-
-// verifyLimitCPU is verifyLimit, with the CPU time of one verification.
+// verifyLimitCPU is the machine's limit measured in the same run: claims
+// verified per second on all cores (store.VerifyAll, keys cached), and the
+// CPU time of one verification.
 func verifyLimitCPU(tb testing.TB, claims []store.Claim) (float64, time.Duration) {
 	sample := claims[:min(len(claims), 20_000)]
 	ids := make([]store.ID, len(sample))

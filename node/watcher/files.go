@@ -251,12 +251,12 @@ func (w *Watcher) dropWatches(dir string) bool {
 // progress counts a scan's work and logs it every Config.Progress. A nil
 // *progress counts nothing (event-loop batches).
 type progress struct {
-	w                    *Watcher
-	kind                 string
-	start                time.Time
-	seen, hashed, bytes  atomic.Int64
-	lastLog              atomic.Int64 // unix nanos
-	vanished, unreadable int
+	w                   *Watcher
+	kind                string
+	start               time.Time
+	seen, hashed, bytes atomic.Int64
+	lastLog             atomic.Int64 // unix nanos
+	vanished            int
 }
 
 func (w *Watcher) newProgress(kind string) *progress {
