@@ -40,6 +40,8 @@ type Node struct {
 	closers []namedCloser // in open order; closed in reverse
 	ready   chan struct{}
 
+	invMu sync.Mutex // serialises reads and writes of the invites file
+
 	mu     sync.Mutex
 	opened bool
 	closed bool
@@ -180,6 +182,7 @@ func (n *Node) openSwarm(ctx context.Context) error {
 		Logger:        n.cfg.Logger,
 		Registerer:    n.reg,
 	}
+	scfg.OnPair = n.answerPair
 	n.configureInterest(&scfg)
 	sw := swarm.New(scfg)
 	if err := sw.Open(ctx); err != nil {

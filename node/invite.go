@@ -1,0 +1,284 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/swarm"
+)
+
+// Pairing: `metanode invite` asks the node for a code; the code carries what
+// a fresh home needs to join (swarm name, swarm key, the inviter's addresses,
+// its uid, a one-time token). `metanode join CODE` writes that into the
+// joiner's data dir, trusts the inviter and presents the token over
+// swarm.ProtocolPair; the inviter then trusts the joiner's node uid. Both
+// trust each other's node uid, so each home's plugin claims flow through
+// its node's vouches (docs/trust.md).
+
+// InvitePrefix starts every pairing code (version 1).
+const InvitePrefix = "mn1:"
+
+// InvitesFile keeps the inviter's outstanding invites (token hashes only).
+const InvitesFile = "invites.json"
+
+// Invite lifetimes.
+const (
+	DefaultInviteTTL = 24 * time.Hour
+	MinInviteTTL     = time.Minute
+	MaxInviteTTL     = 30 * 24 * time.Hour
+	maxInvites       = 256 // outstanding invites kept; the oldest go first
+	maxInviteAddrs   = 16
+)
+
+// ErrBadInvite is a pairing code that does not decode.
+var ErrBadInvite = errors.New("not a metanode pairing code")
+
+// Invite is what a pairing code carries.
+type Invite struct {
+	Swarm     string   `json:"swarm"`
+	SwarmKey  string   `json:"key,omitempty"`  // swarm.key file content: a private swarm
+	Addrs     []string `json:"addrs"`          // the inviter's addresses, each ending in /p2p/<peerId>
+	Bootstrap []string `json:"boot,omitempty"` // the inviter's own bootstrap peers
+	UID       string   `json:"uid"`            // the inviter's node uid
+	Token     string   `json:"token"`          // base64url, single use
+}
+
+// Code is the copyable form: InvitePrefix + base64url(JSON).
+func (i Invite) Code() string {
+	b, _ := json.Marshal(i)
+	return InvitePrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ParseInvite decodes and checks a pairing code.
+func ParseInvite(code string) (Invite, error) {
+	code = strings.TrimSpace(code)
+	body, ok := strings.CutPrefix(code, InvitePrefix)
+	if !ok {
+		return Invite{}, fmt.Errorf("%w: it should start with %q", ErrBadInvite, InvitePrefix)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil {
+		return Invite{}, fmt.Errorf("%w: %v (was it copied whole?)", ErrBadInvite, err)
+	}
+	var inv Invite
+	if err := json.Unmarshal(raw, &inv); err != nil {
+		return Invite{}, fmt.Errorf("%w: %v", ErrBadInvite, err)
+	}
+	tok, err := base64.RawURLEncoding.DecodeString(inv.Token)
+	switch {
+	case err != nil || len(tok) == 0 || len(tok) > swarm.MaxPairToken:
+		return Invite{}, fmt.Errorf("%w: bad token", ErrBadInvite)
+	case store.CheckUID(inv.UID) != nil:
+		return Invite{}, fmt.Errorf("%w: bad inviter uid", ErrBadInvite)
+	case len(inv.Addrs) == 0:
+		return Invite{}, fmt.Errorf("%w: no inviter address", ErrBadInvite)
+	case inv.Swarm == "":
+		return Invite{}, fmt.Errorf("%w: no swarm name", ErrBadInvite)
+	}
+	return inv, nil
+}
+
+// TokenBytes is the decoded token (ParseInvite checked it).
+func (i Invite) TokenBytes() []byte {
+	b, _ := base64.RawURLEncoding.DecodeString(i.Token)
+	return b
+}
+
+// pendingInvite is one outstanding invite as stored in InvitesFile.
+type pendingInvite struct {
+	Hash    string    `json:"sha256"` // of the token: the file never holds a usable token
+	Expires time.Time `json:"expires"`
+	UsedBy  string    `json:"usedBy,omitempty"` // the joiner's uid, once used
+}
+
+// Invite makes a pairing code valid for ttl (0: DefaultInviteTTL) and
+// records its token's hash in the data dir.
+func (n *Node) Invite(ctx context.Context, ttl time.Duration) (api.InviteResponse, error) {
+	if ttl == 0 {
+		ttl = DefaultInviteTTL
+	}
+	if ttl < MinInviteTTL || ttl > MaxInviteTTL {
+		return api.InviteResponse{}, &api.Error{Status: http.StatusBadRequest, Slug: api.SlugSchemaViolation,
+			Message: fmt.Sprintf("invite lifetime %v outside %v..%v", ttl, MinInviteTTL, MaxInviteTTL)}
+	}
+	if n.cfg.DataDir == "" {
+		return api.InviteResponse{}, errors.New("invite: the node has no data directory to keep invites in")
+	}
+	tok := make([]byte, 24)
+	_, _ = rand.Read(tok)
+	inv := Invite{
+		Swarm:     n.swarmName(),
+		Addrs:     n.Addrs(),
+		Bootstrap: n.cfg.Bootstrap,
+		UID:       n.UID(),
+		Token:     base64.RawURLEncoding.EncodeToString(tok),
+	}
+	if len(inv.Addrs) > maxInviteAddrs {
+		inv.Addrs = inv.Addrs[:maxInviteAddrs]
+	}
+	if n.cfg.SwarmKeyPath != "" {
+		key, err := os.ReadFile(n.cfg.SwarmKeyPath)
+		if err != nil {
+			return api.InviteResponse{}, fmt.Errorf("invite: %w", err)
+		}
+		inv.SwarmKey = string(key)
+	}
+	expires := n.cfg.Now().Add(ttl).UTC().Truncate(time.Second)
+	n.invMu.Lock()
+	defer n.invMu.Unlock()
+	list, err := n.readInvites()
+	if err != nil {
+		return api.InviteResponse{}, fmt.Errorf("invite: %w", err)
+	}
+	list = append(list, pendingInvite{Hash: tokenHash(tok), Expires: expires})
+	if len(list) > maxInvites {
+		list = list[len(list)-maxInvites:]
+	}
+	if err := n.writeInvites(list); err != nil {
+		return api.InviteResponse{}, fmt.Errorf("invite: %w", err)
+	}
+	n.log.Info("invite made", "expires", expires)
+	return api.InviteResponse{Code: inv.Code(), Expires: expires, UID: inv.UID, Swarm: inv.Swarm,
+		Private: inv.SwarmKey != "", Addrs: inv.Addrs}, nil
+}
+
+// answerPair is the swarm's OnPair: a valid, unexpired token not used by
+// another node pairs; the joiner's node uid is trusted and a re-sync starts
+// so its claims come in. A joiner retrying with its own token pairs again.
+func (n *Node) answerPair(ctx context.Context, uid string, token []byte) swarm.PairAnswer {
+	refuse := swarm.PairAnswer{Message: "unknown, used or expired invite: ask for a new code (metanode invite)"}
+	if n.cfg.DataDir == "" {
+		return refuse
+	}
+	h := tokenHash(token)
+	now := n.cfg.Now()
+	n.invMu.Lock()
+	list, err := n.readInvites()
+	if err != nil {
+		n.invMu.Unlock()
+		n.log.Warn("pairing: read invites", "err", err)
+		return swarm.PairAnswer{Message: "the inviter cannot read its invites"}
+	}
+	found := -1
+	for i, p := range list {
+		if subtle.ConstantTimeCompare([]byte(p.Hash), []byte(h)) == 1 {
+			found = i
+		}
+	}
+	if found < 0 || now.After(list[found].Expires) || (list[found].UsedBy != "" && list[found].UsedBy != uid) {
+		n.invMu.Unlock()
+		return refuse
+	}
+	list[found].UsedBy = uid
+	err = n.writeInvites(list)
+	n.invMu.Unlock()
+	if err != nil {
+		n.log.Warn("pairing: write invites", "err", err)
+		return swarm.PairAnswer{Message: "the inviter cannot record the invite"}
+	}
+	if err := n.store.Trust(ctx, uid, "paired"); err != nil {
+		n.log.Warn("pairing: trust joiner", "uid", uid, "err", err)
+		return swarm.PairAnswer{Message: "the inviter cannot update its trust list"}
+	}
+	// The trust change re-syncs with peers (relayTrustChanges): the
+	// joiner's claims, refused until now, come in.
+	n.log.Info("paired with a new home", "uid", uid)
+	return swarm.PairAnswer{OK: true, Claims: int64(n.store.SyncSet().Len())}
+}
+
+// Pair presents an invite to its inviter: the joining side of pairing. The
+// inviter's uid is trusted first so its claims are welcome as soon as the
+// two sync. It answers how many claims the inviter shares.
+func (n *Node) Pair(ctx context.Context, inv Invite) (int64, error) {
+	if err := n.store.Trust(ctx, inv.UID, "inviter"); err != nil {
+		return 0, fmt.Errorf("pair: %w", err)
+	}
+	ans, err := n.swarm.Pair(ctx, inv.Addrs, inv.TokenBytes())
+	if err != nil {
+		return 0, err
+	}
+	n.swarm.Resync()
+	return ans.Claims, nil
+}
+
+// ClaimCount is how many claims the node shares (its sync set).
+func (n *Node) ClaimCount() int { return n.store.SyncSet().Len() }
+
+func (n *Node) swarmName() string {
+	if n.cfg.SwarmName != "" {
+		return n.cfg.SwarmName
+	}
+	return swarm.DefaultName
+}
+
+func tokenHash(tok []byte) string {
+	sum := sha256.Sum256(tok)
+	return hex.EncodeToString(sum[:])
+}
+
+func (n *Node) readInvites() ([]pendingInvite, error) {
+	b, err := os.ReadFile(filepath.Join(n.cfg.DataDir, InvitesFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var list []pendingInvite
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("%s: %w", InvitesFile, err)
+	}
+	return list, nil
+}
+
+// writeInvites replaces the file atomically (0600), dropping invites that
+// expired more than a day ago.
+func (n *Node) writeInvites(list []pendingInvite) error {
+	keep := list[:0]
+	cutoff := n.cfg.Now().Add(-24 * time.Hour)
+	for _, p := range list {
+		if p.Expires.After(cutoff) {
+			keep = append(keep, p)
+		}
+	}
+	b, err := json.MarshalIndent(keep, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(n.cfg.DataDir, InvitesFile)
+	tmp, err := os.CreateTemp(n.cfg.DataDir, InvitesFile+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

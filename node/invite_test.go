@@ -1,0 +1,101 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/metanode/metanode/node"
+	"github.com/metanode/metanode/swarm"
+)
+
+// TestNode_InviteAndPair: a code pairs one home (both then trust each
+// other's node uid), is refused to a second home and after it expires, and
+// the invites file holds no usable token.
+func TestNode_InviteAndPair(t *testing.T) {
+	ctx := context.Background()
+	var skew atomic.Int64 // the inviter's clock moves on to expire invites
+	cfgA := testConfig(t, dataDir(t, "a"))
+	cfgA.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	a := openNode(t, cfgA)
+	b := openNode(t, testConfig(t, dataDir(t, "b")))
+	c := openNode(t, testConfig(t, dataDir(t, "c")))
+
+	resp, err := a.Invite(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := node.ParseInvite(resp.Code)
+	if err != nil || inv.UID != a.UID() || inv.Swarm != swarm.DefaultName || len(inv.Addrs) == 0 || inv.SwarmKey != "" {
+		t.Fatalf("invite %+v: %v", inv, err)
+	}
+	if _, err := a.Invite(ctx, time.Second); err == nil {
+		t.Fatal("an invite for one second was made")
+	}
+
+	if _, err := b.Pair(ctx, inv); err != nil {
+		t.Fatalf("pair: %v", err)
+	}
+	if !a.Store().Trusted(b.UID()) || !b.Store().Trusted(a.UID()) {
+		t.Fatal("the two homes do not trust each other's node uid after pairing")
+	}
+	if _, err := b.Pair(ctx, inv); err != nil { // the same joiner may retry
+		t.Fatalf("pair again: %v", err)
+	}
+	if _, err := c.Pair(ctx, inv); !errors.Is(err, swarm.ErrPairRefused) {
+		t.Fatalf("a second home with the same code: %v", err)
+	}
+	if a.Store().Trusted(c.UID()) {
+		t.Fatal("a refused home is trusted")
+	}
+
+	resp, err = a.Invite(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skew.Store(int64(2 * time.Hour))
+	inv2, _ := node.ParseInvite(resp.Code)
+	if _, err := c.Pair(ctx, inv2); !errors.Is(err, swarm.ErrPairRefused) {
+		t.Fatalf("an expired code: %v", err)
+	}
+
+	b2, err := os.ReadFile(filepath.Join(cfgA.DataDir, node.InvitesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b2), inv.Token) || strings.Contains(string(b2), inv2.Token) {
+		t.Fatal("the invites file holds a usable token")
+	}
+	if fi, _ := os.Stat(filepath.Join(cfgA.DataDir, node.InvitesFile)); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("invites file mode %v", fi.Mode())
+	}
+}
+
+func TestParseInvite(t *testing.T) {
+	good := node.Invite{Swarm: "s", UID: signer(t).UID(), Addrs: []string{"/ip4/127.0.0.1/tcp/1/p2p/x"}, Token: "dG9rZW4"}
+	if _, err := node.ParseInvite("  " + good.Code() + "\n"); err != nil {
+		t.Fatalf("good code: %v", err)
+	}
+	for name, inv := range map[string]node.Invite{
+		"no token": {Swarm: "s", UID: good.UID, Addrs: good.Addrs},
+		"bad uid":  {Swarm: "s", UID: "zNope", Addrs: good.Addrs, Token: good.Token},
+		"no addrs": {Swarm: "s", UID: good.UID, Token: good.Token},
+		"no swarm": {UID: good.UID, Addrs: good.Addrs, Token: good.Token},
+		"long token": {Swarm: "s", UID: good.UID, Addrs: good.Addrs,
+			Token: strings.Repeat("A", 400)},
+	} {
+		if _, err := node.ParseInvite(inv.Code()); !errors.Is(err, node.ErrBadInvite) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for _, code := range []string{"", "mn2:e30", "mn1:", "mn1:%%%", "mn1:W10"} {
+		if _, err := node.ParseInvite(code); !errors.Is(err, node.ErrBadInvite) {
+			t.Errorf("%q: %v", code, err)
+		}
+	}
+}
