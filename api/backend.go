@@ -48,7 +48,26 @@ type Node interface {
 	TrustList(ctx context.Context) (TrustList, error)
 	Trust(ctx context.Context, uid string) error
 	Distrust(ctx context.Context, uid string) error
+	// Invite makes a pairing code valid for ttl (0: the node's default)
+	// for POST /api/swarm/invite.
+	Invite(ctx context.Context, ttl time.Duration) (InviteResponse, error)
 	Health(ctx context.Context) Health
+}
+
+// InviteRequest is the optional body of POST /api/swarm/invite.
+type InviteRequest struct {
+	TTL string `json:"ttl,omitempty"` // a Go duration ("24h", "30m"); empty: the default (24h)
+}
+
+// InviteResponse is the answer of POST /api/swarm/invite: a pairing code
+// for `metanode join`, and what it reveals.
+type InviteResponse struct {
+	Code    string    `json:"code"`
+	Expires time.Time `json:"expires"`
+	UID     string    `json:"uid"`   // this node's uid: the joiner trusts it
+	Swarm   string    `json:"swarm"` // swarm name
+	Private bool      `json:"private"`
+	Addrs   []string  `json:"addrs"` // this node's addresses in the code
 }
 
 // RegisterResult is the answer of POST /api/files/register.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/metanode/metanode/store"
 )
@@ -147,6 +148,18 @@ func (c *Client) AddTrust(ctx context.Context, uid string) error {
 // RemoveTrust distrusts uid (DELETE /api/trust/{uid}).
 func (c *Client) RemoveTrust(ctx context.Context, uid string) error {
 	return c.do(ctx, http.MethodDelete, "/api/trust/"+url.PathEscape(uid), "", nil, nil)
+}
+
+// Invite asks the node for a pairing code valid for ttl (0: the node's
+// default) (POST /api/swarm/invite).
+func (c *Client) Invite(ctx context.Context, ttl time.Duration) (InviteResponse, error) {
+	var req InviteRequest
+	if ttl > 0 {
+		req.TTL = ttl.String()
+	}
+	b, _ := json.Marshal(req)
+	var out InviteResponse
+	return out, c.do(ctx, http.MethodPost, "/api/swarm/invite", "application/json", bytes.NewReader(b), &out)
 }
 
 // Health returns the node's health (GET /health).

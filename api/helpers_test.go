@@ -103,6 +103,16 @@ func (n *testNode) Trust(ctx context.Context, uid string) error    { return n.st
 func (n *testNode) Distrust(ctx context.Context, uid string) error { return n.st.Distrust(ctx, uid) }
 func (n *testNode) Health(ctx context.Context) api.Health          { return api.Health{Status: "ok"} }
 
+func (n *testNode) Invite(ctx context.Context, ttl time.Duration) (api.InviteResponse, error) {
+	if ttl == 0 {
+		ttl = 24 * time.Hour
+	}
+	if ttl > 48*time.Hour {
+		return api.InviteResponse{}, errors.New("invite: lifetime too long")
+	}
+	return api.InviteResponse{Code: "mn1:test", Expires: time.Unix(0, 0).Add(ttl).UTC(), UID: "zOwn", Swarm: "metamesh"}, nil
+}
+
 // env is one real server on loopback over one real store.
 type env struct {
 	t      testing.TB

@@ -52,6 +52,7 @@ func (s *Server) routes() {
 	// Swarm and trust.
 	s.handle("GET /api/swarm/status", s.handleSwarmStatus)
 	s.handle("GET /api/swarm/peers", s.handleSwarmPeers)
+	s.handle("POST /api/swarm/invite", s.handleInvite)
 	s.handle("GET /api/trust", s.handleTrustList)
 	s.handle("PUT /api/trust/{uid}", s.handleTrust)
 	s.handle("DELETE /api/trust/{uid}", s.handleDistrust)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/metanode/metanode/api"
 	"github.com/metanode/metanode/store"
@@ -166,6 +167,24 @@ func TestSwarmRoutes(t *testing.T) {
 	peers, err := e.c.SwarmPeers(t.Context())
 	if err != nil || len(peers) != 0 {
 		t.Errorf("client peers: %v %v", peers, err)
+	}
+
+	// Invites: an empty body takes the node's default lifetime.
+	a = e.do(http.MethodPost, "/api/swarm/invite", nil)
+	wantKeys(t, a.body, "code", "expires", "uid", "swarm", "private", "addrs")
+	inv, err := e.c.Invite(t.Context(), time.Hour)
+	if err != nil || inv.Code != "mn1:test" || !inv.Expires.Equal(time.Unix(3600, 0)) || inv.Addrs == nil {
+		t.Errorf("invite: %+v %v", inv, err)
+	}
+	for _, bad := range []string{`{"ttl":"soon"}`, `{"ttl":"-1h"}`, `{"ttl":0}`} {
+		e.do(http.MethodPost, "/api/swarm/invite", strings.NewReader(bad)).wantError(t, 400, "schema_violation")
+	}
+	for _, b := range garbageBodies[1:] { // "" is a valid (empty) body here
+		e.do(http.MethodPost, "/api/swarm/invite", strings.NewReader(b)).wantError(t, 400, "schema_violation")
+	}
+	e.do(http.MethodPost, "/api/swarm/invite", io.LimitReader(zeros{}, 2<<20)).wantError(t, 413, "too_large")
+	if _, err := e.c.Invite(t.Context(), 100*time.Hour); err == nil {
+		t.Error("the node's refusal did not reach the client")
 	}
 }
 

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"net/http"
+	"time"
 
 	"github.com/metanode/metanode/store"
 )
@@ -77,4 +79,29 @@ func (s *Server) handleDistrust(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, TrustChange{UID: uid, Trusted: false})
+}
+
+func (s *Server) handleInvite(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r, maxSmallBody)
+	if err != nil {
+		return err
+	}
+	var req InviteRequest
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := decodeJSON(body, &req); err != nil {
+			return err
+		}
+	}
+	var ttl time.Duration
+	if req.TTL != "" {
+		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 {
+			return badRequest("ttl %q: want a positive duration such as \"24h\"", req.TTL)
+		}
+	}
+	inv, err := s.cfg.Node.Invite(r.Context(), ttl)
+	if err != nil {
+		return err
+	}
+	inv.Addrs = nonNil(inv.Addrs)
+	return writeJSON(w, http.StatusOK, inv)
 }
