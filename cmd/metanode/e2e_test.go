@@ -51,9 +51,15 @@ func (l *lockedBuffer) String() string {
 // mDNS, JSON logs) and waits until it reports the API's URL.
 func startServe(t *testing.T, data string, extra ...string) *server {
 	t.Helper()
+	return startNodeCmd(t, data, []string{"serve"}, extra...)
+}
+
+// startNodeCmd starts a serving command (serve, or join CODE) like startServe.
+func startNodeCmd(t *testing.T, data string, command []string, extra ...string) *server {
+	t.Helper()
 	bin := buildBinary(t)
-	args := append([]string{"serve", "--data", data, "--http", "127.0.0.1:0",
-		"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-format", "json"}, extra...)
+	args := append(append(command, "--data", data, "--http", "127.0.0.1:0",
+		"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-format", "json"), extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	pr, pw := io.Pipe()
@@ -279,52 +285,101 @@ func TestE2E_ClaimsOverCLIAndHTTP(t *testing.T) {
 }
 
 // TestE2E_PairingSteps runs the README's pairing steps with two real nodes
-// on one machine: B joins through A, each trusts the other's node uid, a
-// plugin's claim written on A is read on B.
+// on one machine: A makes a code, B joins with it (no other step), then a
+// plugin's claim written on either home is read on the other.
 func TestE2E_PairingSteps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "home-a"), filepath.Join(dir, "home-b")
-	binCLI(t, nil, 0, "init", "--data", a)
-	binCLI(t, nil, 0, "init", "--data", b)
 	srvA := startServe(t, a)
-	var stA api.SwarmStatus
-	if err := json.Unmarshal([]byte(binCLI(t, nil, 0, "status", "--api", srvA.url)), &stA); err != nil || len(stA.Addrs) == 0 {
-		t.Fatalf("A's status: %+v, %v", stA, err)
-	}
-	srvB := startServe(t, b, "--bootstrap", stA.Addrs[0])
-	aUID := strings.TrimSpace(binCLI(t, nil, 0, "id", "--data", a, "--field", "uid"))
-	bUID := strings.TrimSpace(binCLI(t, nil, 0, "id", "--data", b, "--field", "uid"))
-	binCLI(t, nil, 0, "trust", "add", bUID, "--api", srvA.url)
-	binCLI(t, nil, 0, "trust", "add", aUID, "--api", srvB.url)
-
-	key := filepath.Join(dir, "plugin.key")
+	key := filepath.Join(dir, "plugin-a.key")
 	binCLI(t, nil, 0, "keygen", "--out", key)
-	const cid = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"
-	binCLI(t, nil, 0, "claim", "put", "--api", srvA.url, "--signer", key, "--cid", cid, "--key", "title", "--value", "Heat")
+	const cidA = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"
+	binCLI(t, nil, 0, "claim", "put", "--api", srvA.url, "--signer", key, "--cid", cidA, "--key", "title", "--value", "Heat")
 
-	clB := api.NewClient(srvB.url)
-	defer clB.Close()
-	ctx := context.Background()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		m, err := clB.Meta(ctx, cid, api.MetaOptions{})
-		if err == nil && m.Metadata["title"] == "Heat" {
-			break
-		}
+	code := strings.TrimSpace(binCLI(t, nil, 0, "invite", "--api", srvA.url))
+	if !strings.HasPrefix(code, "mn1:") || strings.Contains(code, "\n") {
+		t.Fatalf("invite printed %q, want one mn1: code", code)
+	}
+	srvB := startNodeCmd(t, b, []string{"join", code})
+	waitLog(t, srvB, "joining: done")
+	waitTitle(t, srvB.url, cidA, "Heat")
+
+	// The other way: B's plugin writes, A reads (A trusted B's node uid
+	// when B presented the code, and B vouches for its plugin).
+	keyB := filepath.Join(dir, "plugin-b.key")
+	binCLI(t, nil, 0, "keygen", "--out", keyB)
+	const cidB = "bafkreidon73zkcrwdb5iafqtijxildoonbwnpv7dyd6ef3qdgads2jc4su"
+	binCLI(t, nil, 0, "claim", "put", "--api", srvB.url, "--signer", keyB, "--cid", cidB, "--key", "title", "--value", "Ronin")
+	waitTitle(t, srvA.url, cidB, "Ronin")
+
+	// A code pairs one home only: a third home is refused with a clear message.
+	c := filepath.Join(dir, "home-c")
+	out := binCLIAllowing(t, "join", code, "--data", c, "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns")
+	if !strings.Contains(out, "pairing refused") || !strings.Contains(out, "new code") {
+		t.Fatalf("a second join with one code: %s", out)
+	}
+
+	// B restarts with plain serve: the config join wrote keeps the pairing.
+	srvB.stop(t)
+	srvB = startServe(t, b)
+	binCLI(t, nil, 0, "claim", "put", "--api", srvA.url, "--signer", key, "--cid", cidB, "--key", "year", "--value", "1998")
+	waitField(t, srvB.url, cidB, "year", "1998")
+	srvB.stop(t)
+	srvA.stop(t)
+}
+
+// waitLog waits (bounded) until s has logged a line containing want.
+func waitLog(t *testing.T, s *server, want string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !strings.Contains(s.logs.String(), want) {
 		if time.Now().After(deadline) {
-			t.Fatalf("B never had A's claim: %+v, %v", m, err)
+			t.Fatalf("no %q in the logs within 90s:\n%s", want, s.logs.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	out := binCLI(t, nil, 0, "get", cid, "--api", srvB.url)
-	if !strings.Contains(out, `"title": "Heat"`) {
-		t.Fatalf("get on B: %s", out)
+}
+
+func waitTitle(t *testing.T, base, cid, title string) {
+	t.Helper()
+	waitField(t, base, cid, "title", title)
+}
+
+// waitField polls the node at base (bounded) until cid's merged key is want.
+func waitField(t *testing.T, base, cid, key, want string) {
+	t.Helper()
+	cl := api.NewClient(base)
+	defer cl.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		m, err := cl.Meta(context.Background(), cid, api.MetaOptions{})
+		if err == nil && m.Metadata[key] == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never had %s=%q for %s: %+v, %v", base, key, want, cid, m, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	srvB.stop(t)
-	srvA.stop(t)
+}
+
+// binCLIAllowing runs the binary and returns stdout and stderr together,
+// whatever the exit status; it fails the test only when the command
+// succeeds.
+func binCLIAllowing(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, buildBinary(t), args...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("metanode %s succeeded, want a failure:\n%s", strings.Join(args, " "), out)
+	}
+	return string(out)
 }
 
 // TestE2E_StartupErrors: a bad setting or a taken port exits 1 with one

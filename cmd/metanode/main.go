@@ -218,20 +218,3 @@ func (c *cli) version(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (c *cli) invite(ctx context.Context, args []string) error {
-	fs := c.flagSet("invite", "invite", "Makes a pairing code for another home (not yet available).")
-	if _, err := c.parse(fs, args); err != nil {
-		return err
-	}
-	return errPairing
-}
-
-func (c *cli) join(ctx context.Context, args []string) error {
-	fs := c.flagSet("join", "join CODE", "Pairs with another home using its code (not yet available).")
-	if _, err := c.parse(fs, args); err != nil {
-		return err
-	}
-	return errPairing
-}
-
-var errPairing = errors.New("pairing is not yet available in this version; to pair two homes now, run 'metanode trust add <uid>' on each node with the other node's uid (from 'metanode id') and start one with --bootstrap <the other's address>")

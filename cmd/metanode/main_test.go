@@ -113,12 +113,26 @@ func TestRun_Version(t *testing.T) {
 	}
 }
 
-func TestRun_PairingNotYet(t *testing.T) {
-	for _, cmd := range []string{"invite", "join"} {
-		r := runCLI(t, nil, nil, cmd)
-		r.want(t, 1, cmd)
-		if !strings.Contains(r.stderr, "not yet available") || !strings.Contains(r.stderr, "trust add") {
-			t.Fatalf("%s: %q", cmd, r.stderr)
+func TestRun_PairingUsage(t *testing.T) {
+	env := map[string]string{"HOME": t.TempDir()}
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"join"}, 2, "pairing code"},
+		{[]string{"join", "a", "b"}, 2, "pairing code"},
+		{[]string{"join", "hello"}, 2, "not a metanode pairing code"},
+		{[]string{"join", "mn1:!!!"}, 2, "copied whole"},
+		{[]string{"join", "mn1:e30"}, 2, "bad token"}, // {}
+		{[]string{"invite", "--ttl", "1s"}, 2, "--ttl"},
+		{[]string{"invite", "extra"}, 2, "unexpected"},
+		{[]string{"invite", "--api", "http://127.0.0.1:1"}, 1, "no node answers"},
+	} {
+		r := runCLI(t, env, nil, c.args...)
+		r.want(t, c.code, c.args...)
+		if !strings.Contains(r.stderr, c.msg) {
+			t.Errorf("metanode %s: stderr %q, want %q", strings.Join(c.args, " "), r.stderr, c.msg)
 		}
 	}
 }

@@ -82,6 +82,12 @@ an environment variable; flags win over the environment, which wins over the fil
 	if err != nil {
 		return err
 	}
+	return c.runNode(ctx, cfg, layers, nil)
+}
+
+// runNode opens a node on cfg, runs then (when set) and serves until ctx
+// ends; then it shuts the node down gracefully.
+func (c *cli) runNode(ctx context.Context, cfg Config, layers configLayers, then func(context.Context, *node.Node, *slog.Logger) error) error {
 	logger := newLogger(c.stderr, cfg.LogLevel, cfg.LogFormat)
 	if layers.file != "" {
 		logger.Info("config file read", "path", layers.file)
@@ -93,13 +99,21 @@ an environment variable; flags win over the environment, which wins over the fil
 		return explainOpen(err, cfg)
 	}
 	logger.Info("serving", "api", n.APIURL(), "data", cfg.Data, "uid", n.UID(), "peer", n.PeerID(), "profile", cfg.Profile)
-	<-ctx.Done()
-	logger.Info("shutting down (a second signal exits at once)")
-	if err := n.Close(); err != nil {
-		return fmt.Errorf("shut down: %w", err)
+	var err error
+	if then != nil {
+		err = then(ctx, n, logger)
 	}
-	logger.Info("stopped")
-	return nil
+	if err == nil {
+		<-ctx.Done()
+		logger.Info("shutting down (a second signal exits at once)")
+	}
+	if cerr := n.Close(); cerr != nil && err == nil {
+		return fmt.Errorf("shut down: %w", cerr)
+	}
+	if err == nil {
+		logger.Info("stopped")
+	}
+	return err
 }
 
 // explainOpen adds what to do to the common start-up failures.

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/metanode/metanode/node"
+	"github.com/metanode/metanode/swarm"
+)
+
+// Pairing two homes: `metanode invite` on the inviter's machine asks its
+// running node for a code; `metanode join CODE` on the other home writes the
+// swarm settings into its config, starts its node, trusts the inviter and
+// presents the code. See docs/trust.md ("Pairing").
+
+const (
+	pairAttempts  = 5               // dials of the inviter before giving up
+	pairRetry     = 3 * time.Second // between attempts
+	syncQuietStop = 30 * time.Second
+)
+
+func (c *cli) invite(ctx context.Context, args []string) error {
+	fl := c.flagSet("invite", "invite [--ttl DURATION] [--api URL]",
+		`Asks the running node for a pairing code and prints it (stdout: the code
+only). Give it to the other home, which runs 'metanode join CODE'. The code
+holds the swarm name, the swarm key if the swarm is private, this node's
+addresses and uid, and a token good for one home until it expires: treat it
+like a password.`)
+	base := c.apiFlag(fl)
+	ttl := fl.Duration("ttl", node.DefaultInviteTTL, "how long the code stays valid")
+	if err := c.noArgs(fl, args); err != nil {
+		return err
+	}
+	if *ttl < node.MinInviteTTL || *ttl > node.MaxInviteTTL {
+		return usagef("invite", "--ttl %v: want %v to %v", *ttl, node.MinInviteTTL, node.MaxInviteTTL)
+	}
+	cl, err := c.client(*base)
+	if err != nil {
+		return err
+	}
+	inv, err := cl.Invite(ctx, *ttl)
+	if err != nil {
+		return explainClient(err, *base)
+	}
+	fmt.Fprintln(c.stdout, inv.Code)
+	what := "public swarm " + inv.Swarm
+	if inv.Private {
+		what = "private swarm " + inv.Swarm + " (the code holds its key)"
+	}
+	fmt.Fprintf(c.stderr, "Pairing code for %s, valid until %s for one home.\nOn the other home run: metanode join <code>\n",
+		what, inv.Expires.Local().Format(time.DateTime))
+	return nil
+}
+
+func (c *cli) join(ctx context.Context, args []string) error {
+	fl := c.flagSet("join", "join CODE [serve flags]",
+		`Pairs this home with the home that made CODE ('metanode invite'), then keeps
+serving like 'metanode serve'. It writes the inviter's swarm name, swarm key
+and addresses into this node's config (<data>/metanode.yml, or --config), so
+later starts need only 'metanode serve'; it trusts the inviter's node uid and
+presents the code, and the inviter trusts this node's uid. Progress goes to
+stderr (connecting, syncing n of m claims). Stop a node already running on
+the same data directory first.`)
+	vals, configPath := configFlags(fl)
+	pos, err := c.parse(fl, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("join", "want exactly one pairing code (from 'metanode invite' on the other home)")
+	}
+	inv, err := node.ParseInvite(pos[0])
+	if err != nil {
+		return usagef("join", "%v", err)
+	}
+	cfg, layers, err := c.loadConfig(vals, *configPath)
+	if err != nil {
+		return err
+	}
+	if err := node.EnsureDataDir(cfg.Data); err != nil {
+		return err
+	}
+	confPath := layers.file
+	if confPath == "" {
+		confPath = filepath.Join(cfg.Data, node.ConfigFile)
+	}
+	keyPath := ""
+	if inv.SwarmKey != "" {
+		if keyPath, err = writeSwarmKey(cfg.Data, inv.SwarmKey); err != nil {
+			return err
+		}
+	}
+	if err := writeJoinConfig(confPath, inv, keyPath); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "joining: swarm %q written to %s\n", inv.Swarm, confPath)
+	// Read the config again: the file now names the swarm; flags still win.
+	if cfg, layers, err = LoadConfig(loadOptions{getenv: c.getenv, configPath: confPath, flags: vals}); err != nil {
+		return err
+	}
+	return c.runNode(ctx, cfg, layers, func(ctx context.Context, n *node.Node, _ *slog.Logger) error {
+		return c.pairAndSync(ctx, n, inv)
+	})
+}
+
+// pairAndSync presents the invite (retrying while the inviter is out of
+// reach) and reports sync progress until this node holds as many claims as
+// the inviter shared or progress stops.
+func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite) error {
+	fmt.Fprintf(c.stderr, "joining: connecting to %s (%d addresses)…\n", inv.UID, len(inv.Addrs))
+	var total int64
+	var err error
+	for attempt := 1; attempt <= pairAttempts; attempt++ {
+		if total, err = n.Pair(ctx, inv); err == nil || errors.Is(err, swarm.ErrPairRefused) || ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(c.stderr, "joining: attempt %d of %d: %v\n", attempt, pairAttempts, err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(pairRetry):
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return nil // interrupted: shut down quietly
+	case errors.Is(err, swarm.ErrPairRefused):
+		return fmt.Errorf("%w; ask the other home for a new code", err)
+	case err != nil:
+		return fmt.Errorf("cannot reach the inviter: %w; check that its node runs and that one of its addresses is reachable from here", err)
+	}
+	fmt.Fprintf(c.stderr, "joining: paired with %s; it shares %d claims\n", inv.UID, total)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, lastChange := -1, time.Now()
+	for {
+		have := n.ClaimCount()
+		if have != last {
+			fmt.Fprintf(c.stderr, "joining: syncing %d of %d claims\n", min(int64(have), total), total)
+			last, lastChange = have, time.Now()
+		}
+		if int64(have) >= total {
+			fmt.Fprintf(c.stderr, "joining: done; serving at %s (next time: metanode serve)\n", n.APIURL())
+			return nil
+		}
+		if time.Since(lastChange) > syncQuietStop {
+			fmt.Fprintf(c.stderr, "joining: %d of %d claims so far; the rest arrive as peers sync; serving at %s\n", have, total, n.APIURL())
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// writeSwarmKey stores a private swarm's key as <data>/swarm.key (0600). A
+// different key already there is an error: joining would leave the old swarm.
+func writeSwarmKey(data, key string) (string, error) {
+	if _, err := swarm.ParseSwarmKey(bytes.NewReader([]byte(key))); err != nil {
+		return "", fmt.Errorf("the code's swarm key: %w", err)
+	}
+	path := filepath.Join(data, node.SwarmKeyFile)
+	old, err := os.ReadFile(path)
+	switch {
+	case err == nil && bytes.Equal(bytes.TrimSpace(old), bytes.TrimSpace([]byte(key))):
+		return path, nil
+	case err == nil:
+		return "", fmt.Errorf("%s holds another swarm's key: move it away to join this swarm", path)
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("swarm key: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(key), 0o600); err != nil {
+		return "", fmt.Errorf("swarm key: %w", err)
+	}
+	return path, nil
+}
+
+// writeJoinConfig sets swarm, swarm-key and bootstrap (adding the inviter's
+// addresses to any already there) in the YAML config at path, creating it
+// from the commented defaults when missing. A file without those keys gets
+// them appended, so its comments stay as they are.
+func writeJoinConfig(path string, inv node.Invite, keyPath string) error {
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		b = []byte(defaultYAML)
+	case err != nil:
+		return fmt.Errorf("config: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	var m *yaml.Node
+	if len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode {
+		m = doc.Content[0]
+	} else if len(doc.Content) == 1 && doc.Content[0].Tag != "!!null" {
+		return fmt.Errorf("config %s: want a mapping of settings", path)
+	}
+	boot := slices.Clone(inv.Addrs)
+	for _, a := range inv.Bootstrap {
+		if !slices.Contains(boot, a) {
+			boot = append(boot, a)
+		}
+	}
+	set := map[string]any{"swarm": inv.Swarm, "bootstrap": boot}
+	if keyPath != "" {
+		set["swarm-key"] = keyPath
+	}
+	order := []string{"swarm", "swarm-key", "bootstrap"}
+	if m == nil || !hasAnyKey(m, order) {
+		var add bytes.Buffer
+		fmt.Fprintf(&add, "\n# Written by 'metanode join' on %s: the swarm of %s.\n", time.Now().Format(time.DateOnly), inv.UID)
+		for _, k := range order {
+			if v, ok := set[k]; ok {
+				out, _ := yaml.Marshal(map[string]any{k: v})
+				add.Write(out)
+			}
+		}
+		return writeFileAtomic(path, append(bytes.TrimRight(b, "\n"), append([]byte("\n"), add.Bytes()...)...))
+	}
+	for _, k := range order {
+		v, ok := set[k]
+		if !ok {
+			continue
+		}
+		if k == "bootstrap" {
+			if old := mapValue(m, k); old != nil {
+				var have []string
+				_ = old.Decode(&have)
+				for _, a := range boot {
+					if !slices.Contains(have, a) {
+						have = append(have, a)
+					}
+				}
+				v = have
+			}
+		}
+		var val yaml.Node
+		if err := val.Encode(v); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		if old := mapValue(m, k); old != nil {
+			*old = val
+		} else {
+			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, &val)
+		}
+	}
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return writeFileAtomic(path, out)
+}
+
+func hasAnyKey(m *yaml.Node, keys []string) bool {
+	for _, k := range keys {
+		if mapValue(m, k) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path (0600) through a temporary file.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.Write(b)
+	if werr == nil {
+		werr = tmp.Chmod(0o600)
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("config: %w", werr)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
