@@ -217,4 +217,3 @@ func (c *cli) version(ctx context.Context, args []string) error {
 	fmt.Fprintln(c.stdout, "metanode", version)
 	return nil
 }
-
