@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -83,8 +82,10 @@ func (n *Node) interestCIDs(ctx context.Context) ([]string, error) {
 }
 
 // ErrNotInterested is the result of a peer claim that an interest-mode node
-// dropped because it has no record for the claim's cid.
-var ErrNotInterested = errors.New("not of interest: this node keeps claims about its own cids only")
+// dropped because it has no record for the claim's cid. It is the swarm's
+// sentinel, so the swarm treats such results as neutral (no refusal, no
+// penalty).
+var ErrNotInterested = swarm.ErrNotInterested
 
 // interestStore drops peer claims about cids this node has no record for.
 // Vouches are kept: they decide whose claims count, whatever the cid.
