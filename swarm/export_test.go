@@ -1,8 +1,34 @@
 package swarm
 
+import (
+	"context"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
 // Test-only access to internals for the external tests.
 var EncodeGossip = encodeGossip
 
 // RaceEnabled: the race detector makes SQLite (and so the store) many
 // times slower; the heaviest tests move fewer claims under it.
 const RaceEnabled = raceEnabled
+
+// MaxInterestCIDs is the most cids one interest fetch asks a peer for.
+const MaxInterestCIDs = maxInterestFetches * maxFetchCIDs
+
+// RefusedLen is how many claims the swarm remembers as refused.
+func (s *Swarm) RefusedLen() int { return s.refused.len() }
+
+// Struck reports whether p has been held to account for an invalid
+// delivery (a strike or a block).
+func (s *Swarm) Struck(p peer.ID) bool {
+	b := s.penalties
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, struck := b.strikes[p]
+	_, blocked := b.blocked[p]
+	return struck || blocked
+}
+
+// FetchInterest runs one interest fetch from p, as the scheduler does.
+func (s *Swarm) FetchInterest(ctx context.Context, p peer.ID) { s.fetchInterest(ctx, p) }

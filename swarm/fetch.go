@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -108,6 +109,7 @@ func (s *Swarm) fetchFrom(ctx context.Context, p peer.ID, cids []string) (int, e
 		s.met.fetches.WithLabelValues("empty").Inc()
 		return 0, nil
 	}
+	vouchesFirst(claims) // a vouch in the response trusts its signer's claims in it
 	gen := s.refused.generation()
 	res, err := s.cfg.Store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginFetch})
 	if err != nil {
@@ -118,6 +120,8 @@ func (s *Swarm) fetchFrom(ctx context.Context, p peer.ID, cids []string) (int, e
 		switch {
 		case r.Outcome != store.Rejected:
 			n++
+		case errors.Is(r.Err, ErrNotInterested):
+			// Neutral: not held against the peer, not remembered as refused.
 		case errors.Is(r.Err, store.ErrUntrusted):
 			s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID}, gen)
 		case isInvalid(r.Err):
@@ -181,20 +185,56 @@ func readFetch(ctx context.Context, st network.Stream, cids []string) (_ []store
 	}
 }
 
+// Interest fetches are bounded per peer. The scheduler fetches from a peer
+// when it connects and from one peer every interestEvery sync periods; each
+// time, at most maxInterestFetches requests of maxFetchCIDs cids (4096 cids
+// of 256 each) go to that peer, so a node with a huge interest list asks one
+// peer for a bounded amount of work per connection and per interval, and
+// the responder's answer is bounded by maxFetchClaims per request anyway.
+// The head of the list (the node puts the peer-id cids of the signers it
+// trusts directly first: their vouches decide whose claims count) is asked
+// every time; the rest is covered by a window that starts at a random place
+// each time, so every cid is asked within a few intervals on average.
+const maxInterestFetches = 16
+
 // fetchInterest fetches the claims of the interest cids from p, in
-// batches (interest mode).
+// batches, bounded as above (interest mode).
 func (s *Swarm) fetchInterest(ctx context.Context, p peer.ID) {
 	cids, err := s.cfg.Interest(ctx)
 	if err != nil {
 		s.log.Warn("interest cids", "err", err)
 		return
 	}
-	for chunk := range slices.Chunk(cids, maxFetchCIDs) {
-		if _, err := s.fetchFrom(ctx, p, chunk); err != nil {
+	for _, batch := range interestBatches(cids, rand.IntN(max(len(cids), 1))) {
+		if _, err := s.fetchFrom(ctx, p, batch); err != nil {
 			s.log.Debug("interest fetch", "peer", p, "err", err)
 			return
 		}
 	}
+}
+
+// interestBatches picks the cids of one interest fetch: all of them when
+// they fit in maxInterestFetches requests; else the first request's worth
+// (the head) and a window of the rest that starts at off (modulo its length)
+// and wraps around.
+func interestBatches(cids []string, off int) [][]string {
+	var out [][]string
+	if len(cids) <= maxInterestFetches*maxFetchCIDs {
+		for chunk := range slices.Chunk(cids, maxFetchCIDs) {
+			out = append(out, chunk)
+		}
+		return out
+	}
+	out = append(out, cids[:maxFetchCIDs])
+	rest := cids[maxFetchCIDs:]
+	start := off % len(rest)
+	window := make([]string, 0, (maxInterestFetches-1)*maxFetchCIDs)
+	window = append(window, rest[start:min(len(rest), start+cap(window))]...)
+	window = append(window, rest[:cap(window)-len(window)]...)
+	for chunk := range slices.Chunk(window, maxFetchCIDs) {
+		out = append(out, chunk)
+	}
+	return out
 }
 
 // Lookup finds peers that hold claims about cid (DHT), fetches, verifies

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -160,7 +162,8 @@ func scoreThresholds() *pubsub.PeerScoreThresholds {
 // signature; Ignore (no penalty) when nothing new and trusted is left, or
 // some claim is untrusted, future-dated or over the rate; else Accept.
 // Valid trusted new claims of an ignored message are stored anyway (not
-// forwarded; sync carries them on).
+// forwarded; sync carries them on). A message that vouches for a signer
+// and carries that signer's claims is accepted whole (admitVouched).
 func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	if from == s.host.ID() {
 		return pubsub.ValidationAccept // our own batch: stored and verified already
@@ -180,6 +183,8 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 	now := time.Now()
 	fresh := make([]store.Claim, 0, len(claims))
 	ids := make([]store.ID, 0, len(claims))
+	var held []int // claims of signers not trusted (yet): see admitVouched
+	var heldIDs []store.ID
 	ignore := false
 	for i := range claims {
 		c := &claims[i]
@@ -200,8 +205,8 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 			return pubsub.ValidationReject
 		}
 		if !s.cfg.Store.Trusted(c.UID) {
-			s.met.gossipClaims.WithLabelValues("untrusted").Inc()
-			ignore = true
+			held = append(held, i)
+			heldIDs = append(heldIDs, id)
 			continue
 		}
 		fresh = append(fresh, *c)
@@ -211,6 +216,29 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 		s.met.gossipClaims.WithLabelValues("ratelimited").Add(float64(len(fresh)))
 		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
 		return pubsub.ValidationIgnore
+	}
+	if len(held) > 0 {
+		n := len(fresh)
+		vouched, err := s.admitVouched(ctx, claims, held, fresh, ids)
+		if err != nil {
+			s.met.gossipClaims.WithLabelValues("invalid").Inc()
+			s.met.gossipMsgs.WithLabelValues("rejected").Inc()
+			s.penalize(from, "gossip: "+err.Error())
+			return pubsub.ValidationReject
+		}
+		for _, k := range vouched {
+			fresh = append(fresh, claims[held[k]])
+			ids = append(ids, heldIDs[k])
+		}
+		if untrusted := len(held) - len(vouched); untrusted > 0 {
+			s.met.gossipClaims.WithLabelValues("untrusted").Add(float64(untrusted))
+			ignore = true
+		}
+		if len(fresh) > n && !s.limiter.allow(from, len(fresh)-n) {
+			s.met.gossipClaims.WithLabelValues("ratelimited").Add(float64(len(fresh) - n))
+			fresh, ids = fresh[:n], ids[:n]
+			ignore = true
+		}
 	}
 	for i, err := range store.VerifyAll(fresh, ids, nil) {
 		if err != nil {
@@ -233,6 +261,88 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 	s.met.gossipMsgs.WithLabelValues("accepted").Inc()
 	msg.ValidatorData = fresh
 	return pubsub.ValidationAccept
+}
+
+// admitVouched lets a message carry a vouch and the vouched signer's
+// claims together (a home publishes a new local writer's vouch with, or
+// just before, its first claims). The live vouches among the trusted
+// claims (trusted) for signers of held claims are verified and stored
+// first; then the store's own policy says which held signers are trusted
+// now, and admitVouched returns their indexes into held. The store, not a
+// per-message set, decides: it alone knows whether the voucher is trusted
+// directly (vouching is one hop), whether the vouched uid is distrusted and
+// whether the vouch is stale (a replayed vouch retracted since must not
+// open the door even for one message). Vouches are rare, so the extra
+// commit is too. An error means a vouch's signature is bad.
+func (s *Swarm) admitVouched(ctx context.Context, claims []store.Claim, held []int,
+	trusted []store.Claim, trustedIDs []store.ID) ([]int, error) {
+	signers := make(map[string]bool, len(held))
+	for _, i := range held {
+		signers[claims[i].UID] = true
+	}
+	var vouches []store.Claim
+	var vids []store.ID
+	for i := range trusted {
+		if uid, ok := liveVouch(&trusted[i]); ok && signers[uid] {
+			vouches = append(vouches, trusted[i])
+			vids = append(vids, trustedIDs[i])
+		}
+	}
+	if len(vouches) == 0 {
+		return nil, nil
+	}
+	for i, err := range store.VerifyAll(vouches, vids, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("vouch %s: %w", vids[i], err)
+		}
+	}
+	if _, err := s.cfg.Store.Submit(ctx, vouches, store.SubmitOptions{Origin: store.OriginPeer, Verified: true}); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("store gossip vouches", "claims", len(vouches), "err", err)
+		}
+		return nil, nil // the held claims stay untrusted; sync brings them later
+	}
+	var out []int
+	for k, i := range held {
+		if s.cfg.Store.Trusted(claims[i].UID) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// liveVouch returns the uid a claim vouches for when it is a live vouch:
+// key vouch/<uid> with value "true" on its signer's own peer-id cid.
+func liveVouch(c *store.Claim) (string, bool) {
+	uid, ok := strings.CutPrefix(c.Key, store.VouchPrefix)
+	if !ok || uid == "" || c.Kind != store.KindText || string(c.Value) != "true" {
+		return "", false
+	}
+	if pc, err := store.PeerIDCID(c.UID); err != nil || pc != c.CID {
+		return "", false
+	}
+	return uid, true
+}
+
+// vouchesFirst moves vouch claims (and their retractions) ahead of the
+// others, keeping the order within each part, so that one store batch
+// applies a vouch before the claims of the signer it vouches for (the
+// store updates its trust policy claim by claim within a batch).
+func vouchesFirst(claims []store.Claim) {
+	isVouch := func(c store.Claim) bool { return strings.HasPrefix(c.Key, store.VouchPrefix) }
+	if !slices.ContainsFunc(claims, isVouch) {
+		return
+	}
+	slices.SortStableFunc(claims, func(a, b store.Claim) int {
+		va, vb := isVouch(a), isVouch(b)
+		switch {
+		case va == vb:
+			return 0
+		case va:
+			return -1
+		}
+		return 1
+	})
 }
 
 // storeGossip queues verified claims for the store.
@@ -311,7 +421,9 @@ func (s *Swarm) runGossipStore(ctx context.Context) {
 				continue
 			}
 			for i, r := range res {
-				if r.Outcome == store.Rejected && errors.Is(r.Err, store.ErrUntrusted) {
+				// Not of interest (an interest-mode node's filter) is
+				// neutral: not refused, so a later interest may still bring it.
+				if r.Outcome == store.Rejected && !errors.Is(r.Err, ErrNotInterested) && errors.Is(r.Err, store.ErrUntrusted) {
 					s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID}, gen)
 				}
 			}

@@ -41,6 +41,7 @@ type SyncStats struct {
 	ClaimsRecvd  int64 // received claims the store accepted (not rejected)
 	ClaimsMoved  int64 // received claims, whatever the store said
 	Refused      int64 // received claims refused as untrusted
+	Uninterested int64 // received claims the node's interest filter dropped (ErrNotInterested; neutral)
 	Invalid      int64 // received claims with bad signatures or encoding
 	Duration     time.Duration
 	Err          error
@@ -450,6 +451,7 @@ func (ss *session) finish(err error) SyncStats {
 	ss.stats.ClaimsRecvd = ss.sub.accepted.Load()
 	ss.stats.Refused = ss.sub.refused.Load()
 	ss.stats.Invalid = ss.sub.invalid.Load()
+	ss.stats.Uninterested = ss.sub.uninterested.Load()
 	ss.stats.Err = err
 	ss.s.recordSync(ss.stats)
 	return ss.stats
@@ -468,6 +470,8 @@ type submitter struct {
 	accepted atomicInt
 	refused  atomicInt
 	invalid  atomicInt
+
+	uninterested atomicInt
 }
 
 func newSubmitter(ctx context.Context, s *Swarm, p peer.ID) *submitter {
@@ -507,6 +511,7 @@ func (sub *submitter) wait() error {
 }
 
 func (sub *submitter) store(ctx context.Context, batch []store.Claim) error {
+	vouchesFirst(batch) // a vouch in the batch trusts its signer's claims in the batch
 	gen := sub.s.refused.generation()
 	res, err := sub.s.cfg.Store.Submit(ctx, batch, store.SubmitOptions{Origin: store.OriginPeer})
 	if err != nil {
@@ -517,6 +522,9 @@ func (sub *submitter) store(ctx context.Context, batch []store.Claim) error {
 		switch {
 		case r.Outcome != store.Rejected:
 			sub.accepted.Add(1)
+		case errors.Is(r.Err, ErrNotInterested):
+			// Neutral: the peer sent what we asked for; the filter is ours.
+			sub.uninterested.Add(1)
 		case errors.Is(r.Err, store.ErrUntrusted):
 			sub.refused.Add(1)
 			sub.s.refused.add(store.SyncItem{TS: batch[i].TS, ID: r.ID}, gen)
