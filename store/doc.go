@@ -15,7 +15,8 @@
 // parallel on all cores on the caller's goroutine before the writer sees a
 // batch. Reads go through separate read-only connection pools and see
 // committed state (WAL). Besides the writer, a loader goroutine fills the
-// sync set after Open, and each subscription replaying a backlog has a
-// pump goroutine until it is live; the writer feeds live subscriptions
-// without ever blocking. Close stops them all.
+// sync set after Open, and each subscription replaying a backlog, or
+// fallen behind, has a pump goroutine that reads the event rows until it
+// is live again; the writer feeds live subscriptions without ever
+// blocking. Close stops them all.
 package store

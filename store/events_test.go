@@ -205,6 +205,7 @@ func TestSubscribe_SlowConsumerIsDropped(t *testing.T) {
 		addFiles(t, s, i, min(7, n-i))
 	}
 	<-done
+	waitDropped(t, slow) // dropped while not reading, not when read again
 	got := 0
 	for range slow.C {
 		got++

@@ -33,8 +33,9 @@ type Config struct {
 	MaxSkew        time.Duration // future-timestamp allowance; default DefaultMaxSkew
 	EventRetention int           // events kept per stream; default DefaultEventRetention
 	MaxBatch       int           // claims per commit; default DefaultMaxBatch
-	// SubscriberBuffer is how many events a subscriber may lag before it
-	// is dropped; default DefaultSubscriberBuffer.
+	// SubscriberBuffer is how many events a live subscriber may lag before
+	// it is dropped; default DefaultSubscriberBuffer. Up to 4096 of them
+	// wait in its channel; past that it is fed from the cache.
 	SubscriberBuffer int
 
 	Trust  TrustMode // default TrustList
