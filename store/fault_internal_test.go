@@ -60,3 +60,55 @@ func TestWriterFaults(t *testing.T) {
 		t.Fatalf("stats=%+v", st)
 	}
 }
+
+// TestSyncSetAfterCacheCommit: a claim enters the sync set only after the
+// cache transaction that merges it has committed, so a peer that learns of
+// it there finds its record merged; a failed cache transaction keeps it
+// out until the catch-up commits.
+func TestSyncSetAfterCacheCommit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := New(Config{TruthPath: filepath.Join(dir, "t.db"), CachePath: filepath.Join(dir, "c.db"), Trust: TrustOpen,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err := s.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	<-s.SyncReady()
+	sg, _ := GenerateSigner()
+	item := func(c Claim) SyncItem { return SyncItem{TS: c.TS, ID: c.ID()} }
+
+	c1 := sg.Text(testCID(1), "title", "one", 1)
+	var during []bool
+	s.failCache = func() error { during = append(during, s.sync.Has(item(c1))); return nil }
+	if res, err := s.Submit(ctx, []Claim{c1}, SubmitOptions{}); err != nil || res[0].Outcome != Accepted {
+		t.Fatalf("submit: %v %v", res, err)
+	}
+	s.failCache = nil
+	if len(during) != 1 || during[0] {
+		t.Fatalf("in the sync set during the cache transaction: %v", during)
+	}
+	if !s.sync.Has(item(c1)) {
+		t.Fatal("not in the sync set after the answer")
+	}
+
+	boom := errors.New("disk on fire")
+	c2 := sg.Text(testCID(2), "title", "two", 2)
+	s.failCache = func() error { s.failCache = nil; return boom }
+	if _, err := s.Submit(ctx, []Claim{c2}, SubmitOptions{}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("submit with a failing cache: %v", err)
+	}
+	if s.sync.Has(item(c2)) {
+		t.Fatal("a claim the cache has not merged is in the sync set")
+	}
+	c3 := sg.Text(testCID(3), "title", "three", 3)
+	if _, err := s.Submit(ctx, []Claim{c3}, SubmitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.sync.Has(item(c2)) || !s.sync.Has(item(c3)) {
+		t.Fatal("the caught-up claims are not in the sync set")
+	}
+	if rec, err := s.Record(ctx, testCID(2), ""); err != nil || rec.Fields["title"] != "two" {
+		t.Fatalf("record after catch-up: %v %v", rec.Fields, err)
+	}
+}

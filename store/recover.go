@@ -436,6 +436,7 @@ func (w *writer) runClear(r *request) {
 	s.trust.Store(w.view)
 	b := newBatch(w)
 	b.sync = []syncOp{{reset: true}}
+	w.syncPending = nil // changes of claims that are gone now
 	w.applySyncOps(b)
 
 	err = func() error {

@@ -74,7 +74,8 @@ type writer struct {
 	files, fileSize     int64
 	schema              map[string]*[4]int64 // path → counts by type (string, int, float, bool)
 	schemaDirty         map[string]bool
-	cacheBehind         bool // the cache missed a batch; catch up before the next
+	cacheBehind         bool     // the cache missed a batch; catch up before the next
+	syncPending         []syncOp // sync changes of truth commits the cache has yet to apply
 
 	ev map[Stream]*evState
 
@@ -243,6 +244,8 @@ func (w *writer) run(reqs []*request) {
 			reply(reqs, fmt.Errorf("%w: cache: %v", ErrUnavailable, err))
 			return
 		}
+		w.applySync(w.syncPending)
+		w.syncPending = nil
 	}
 	b := newBatch(w)
 	if err := w.truthPhase(b, reqs); err != nil {
@@ -254,19 +257,23 @@ func (w *writer) run(reqs []*request) {
 		reply(reqs, fmt.Errorf("%w: truth: %v", ErrUnavailable, err))
 		return
 	}
-	// Truth is durable: the sync set and the trust view follow it now.
-	w.applySyncOps(b)
+	// Truth is durable: the trust view follows it now. The sync set waits
+	// for the cache commit: a peer that learns of a claim from it may fetch
+	// the claim's record at once, and must find it merged.
+	ops := w.resolveSync(b)
 	if b.viewChanged {
 		s.trust.Store(w.view)
 	}
 	if err := w.applyPhase(b, reqs); err != nil {
 		_ = w.c.exec("ROLLBACK")
 		w.cacheBehind = true
+		w.syncPending = append(w.syncPending, ops...) // applied once the catch-up commits
 		w.reloadCacheCounters()
 		s.log.Error("cache transaction failed; will catch up", "err", err)
 		reply(reqs, fmt.Errorf("%w: cache: %v", ErrUnavailable, err))
 		return
 	}
+	w.applySync(ops)
 	w.publishStats()
 	s.hub.publish(b.events)
 	for _, r := range reqs {
@@ -307,14 +314,9 @@ type syncOp struct {
 	reset    bool
 }
 
-// applySyncOps resolves the batch's sync changes against the final trust
-// view and applies them; while the loader runs they are also logged so
-// its final replay cannot lose them.
-func (w *writer) applySyncOps(b *batch) {
-	if len(b.sync) == 0 {
-		return
-	}
-	s := w.s
+// resolveSync resolves the batch's sync changes against its final trust
+// view.
+func (w *writer) resolveSync(b *batch) []syncOp {
 	ops := b.sync[:0]
 	for _, op := range b.sync {
 		if op.hasAdd && !w.trustedPID(op.pid) {
@@ -324,6 +326,20 @@ func (w *writer) applySyncOps(b *batch) {
 			ops = append(ops, op)
 		}
 	}
+	return ops
+}
+
+// applySyncOps resolves and applies a batch's sync changes at once (Clear:
+// removing items early is safe).
+func (w *writer) applySyncOps(b *batch) { w.applySync(w.resolveSync(b)) }
+
+// applySync applies resolved sync changes; while the loader runs they are
+// also logged so its final replay cannot lose them.
+func (w *writer) applySync(ops []syncOp) {
+	if len(ops) == 0 {
+		return
+	}
+	s := w.s
 	s.syncMu.Lock()
 	applyOps(s.sync, ops)
 	if !s.syncLoaded.Load() {
