@@ -19,6 +19,9 @@ import (
 // ErrClosed is returned by a second Close, and by Open after Close.
 var ErrClosed = errors.New("node closed")
 
+// ErrDataDirInUse: another running node holds the data directory.
+var ErrDataDirInUse = errors.New("another metanode is running on this data directory")
+
 // Node is one running metanode: store, swarm, watcher and API.
 type Node struct {
 	cfg Config
@@ -89,6 +92,11 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		if err := EnsureDataDir(n.cfg.DataDir); err != nil {
 			return fmt.Errorf("open node: %w", err)
 		}
+		unlock, err := lockDataDir(n.cfg.DataDir)
+		if err != nil {
+			return fmt.Errorf("open node: %w", err)
+		}
+		n.addCloser("data directory lock", unlock)
 	}
 	if err := n.openIdentity(); err != nil {
 		return fmt.Errorf("open node: %w", err)

@@ -121,6 +121,8 @@ func explainOpen(err error, cfg Config) error {
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
 		return fmt.Errorf("%w: another process (another metanode?) holds the address; stop it or choose --http / --listen", err)
+	case errors.Is(err, node.ErrDataDirInUse):
+		return fmt.Errorf("%w: stop that node first, or give this one another --data", err)
 	case errors.Is(err, store.ErrSchema):
 		return fmt.Errorf("%w: see docs/operations.md (upgrading)", err)
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EROFS):
