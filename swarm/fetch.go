@@ -109,8 +109,16 @@ func (s *Swarm) fetchFrom(ctx context.Context, p peer.ID, cids []string) (int, e
 		s.met.fetches.WithLabelValues("empty").Inc()
 		return 0, nil
 	}
-	vouchesFirst(claims) // a vouch in the response trusts its signer's claims in it
 	gen := s.refused.generation()
+	claims, untrusted := s.dropUntrusted(claims)
+	for _, it := range untrusted {
+		s.refused.add(it, gen)
+	}
+	if len(claims) == 0 {
+		s.met.fetches.WithLabelValues("ok").Inc()
+		return 0, nil
+	}
+	vouchesFirst(claims) // a vouch in the response trusts its signer's claims in it
 	res, err := s.cfg.Store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginFetch})
 	if err != nil {
 		return 0, fmt.Errorf("store fetched claims: %w", err)

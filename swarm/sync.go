@@ -511,8 +511,16 @@ func (sub *submitter) wait() error {
 }
 
 func (sub *submitter) store(ctx context.Context, batch []store.Claim) error {
-	vouchesFirst(batch) // a vouch in the batch trusts its signer's claims in the batch
 	gen := sub.s.refused.generation()
+	batch, untrusted := sub.s.dropUntrusted(batch)
+	for _, it := range untrusted {
+		sub.refused.Add(1)
+		sub.s.refused.add(it, gen)
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	vouchesFirst(batch) // a vouch in the batch trusts its signer's claims in the batch
 	res, err := sub.s.cfg.Store.Submit(ctx, batch, store.SubmitOptions{Origin: store.OriginPeer})
 	if err != nil {
 		return fmt.Errorf("store synced claims: %w", err)
@@ -537,6 +545,38 @@ func (sub *submitter) store(ctx context.Context, batch []store.Claim) error {
 		sub.s.penalize(sub.peer, fmt.Sprintf("sync: %d claims with bad signatures or encoding", bad))
 	}
 	return nil
+}
+
+// dropUntrusted takes the claims of signers this node does not trust out
+// of a batch before anything verifies them: a peer must not make us spend
+// signature checks on claims we refuse anyway (the store checks trust only
+// after verifying). A signer vouched for by a trusted signer's live vouch in
+// the same batch stays in, for the store to decide (one hop, distrust,
+// staleness). It returns the claims kept and the refused claims' items.
+func (s *Swarm) dropUntrusted(batch []store.Claim) ([]store.Claim, []store.SyncItem) {
+	var vouched map[string]bool
+	trusted := func(uid string) bool { return s.cfg.Store.Trusted(uid) || vouched[uid] }
+	for i := range batch {
+		if uid, ok := liveVouch(&batch[i]); ok && s.cfg.Store.Trusted(batch[i].UID) {
+			if vouched == nil {
+				vouched = map[string]bool{}
+			}
+			vouched[uid] = true
+		}
+	}
+	if !slices.ContainsFunc(batch, func(c store.Claim) bool { return !trusted(c.UID) }) {
+		return batch, nil
+	}
+	keep := make([]store.Claim, 0, len(batch))
+	var refused []store.SyncItem
+	for i := range batch {
+		if c := &batch[i]; trusted(c.UID) {
+			keep = append(keep, *c)
+		} else {
+			refused = append(refused, store.SyncItem{TS: c.TS, ID: c.ID()})
+		}
+	}
+	return keep, refused
 }
 
 // isInvalid reports a rejection that only a broken or hostile sender causes.
