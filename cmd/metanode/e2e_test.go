@@ -382,8 +382,8 @@ func binCLIAllowing(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// TestE2E_StartupErrors: a bad setting or a taken port exits 1 with one
-// line that says what to do.
+// TestE2E_StartupErrors: a bad setting, a taken port or a data directory in
+// use exits 1 with one line that says what to do.
 func TestE2E_StartupErrors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -408,6 +408,13 @@ func TestE2E_StartupErrors(t *testing.T) {
 	out, err = cmd.CombinedOutput()
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "another process") {
 		t.Fatalf("serve on a taken port: %v\n%s", err, out)
+	}
+	cmd = exec.Command(buildBinary(t), "serve", "--data", filepath.Join(dir, "a"), "--http", "127.0.0.1:0",
+		"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error")
+	cmd.Env = append(os.Environ(), "HOME="+dir)
+	out, err = cmd.CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "stop that node first") {
+		t.Fatalf("serve on a running node's data directory: %v\n%s", err, out)
 	}
 	srv.stop(t)
 }
