@@ -1,27 +1,23 @@
 // Package storetest helps other packages' tests and benchmarks use a real
-// store: Open gives an opened store in a temporary directory, Signers and
-// Claims build signed claims deterministically and in parallel, Fixture
-// gives the reference dataset cached on disk.
+// store: Open gives an opened store in a temporary directory, Logger sends
+// a store's logs to the test. Signers, Claims and Fixture are thin wrappers
+// of store/refdata (deterministic signed claims, the reference dataset
+// cached on disk), which non-test code uses directly.
 //
-// It is meant for tests only; everything in it is safe for concurrent use.
+// It is meant for tests only (it imports testing); everything in it is
+// safe for concurrent use.
 package storetest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 
-	"github.com/ipfs/go-cid"
-	mh "github.com/multiformats/go-multihash"
-
 	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/refdata"
 )
 
 // Open returns a real store in tb.TempDir(), opened and closed in
@@ -102,67 +98,36 @@ func (h *tbHandler) WithAttrs(as []slog.Attr) slog.Handler {
 func (h *tbHandler) WithGroup(string) slog.Handler { return h }
 
 // Signer returns deterministic signer number i (the same key in every run).
-func Signer(i int) *store.Signer {
-	for k := 0; ; k++ {
-		seed := sha256.Sum256(fmt.Appendf(nil, "metanode storetest signer %d/%d", i, k))
-		if s, err := store.SignerFromHex(hex.EncodeToString(seed[:])); err == nil {
-			return s
-		}
-	}
-}
+func Signer(i int) *store.Signer { return refdata.Signer(i) }
 
 // Signers returns n deterministic signers: Signer(0) … Signer(n-1).
-func Signers(n int) []*store.Signer {
-	out := make([]*store.Signer, n)
-	for i := range out {
-		out[i] = Signer(i)
-	}
-	return out
-}
+func Signers(n int) []*store.Signer { return refdata.Signers(n) }
 
 // CID returns a deterministic sha2-256 raw-leaves cid ("bafkrei…") for i.
-func CID(i int) string {
-	d := sha256.Sum256(fmt.Appendf(nil, "metanode storetest cid %d", i))
-	m, _ := mh.Encode(d[:], mh.SHA2_256)
-	return cid.NewCidV1(cid.Raw, m).String()
-}
+func CID(i int) string { return refdata.CID(i) }
 
 // MidhashCID returns a deterministic midhash256 cid ("bagacbabae…") for i,
 // the kind of cid the file watcher gives a file.
-func MidhashCID(i int) string {
-	d := sha256.Sum256(fmt.Appendf(nil, "metanode storetest midhash %d", i))
-	return store.MidhashCID(d[:])
-}
+func MidhashCID(i int) string { return refdata.MidhashCID(i) }
 
 // Claims builds n claims with build and signs them in parallel on all
-// cores. build must be safe to call concurrently; it returns the signer
-// and the claim to sign (UID and Sig are set by signing).
+// cores (refdata.Claims).
 func Claims(n int, build func(i int) (*store.Signer, store.Claim)) []store.Claim {
-	out := make([]store.Claim, n)
-	parallel(n, func(i int) {
-		s, c := build(i)
-		s.Sign(&c)
-		out[i] = c
-	})
-	return out
+	return refdata.Claims(n, build)
 }
 
 // Sign signs prepared claims in parallel: claims[i] with signers[i].
-func Sign(signers []*store.Signer, claims []store.Claim) {
-	parallel(len(claims), func(i int) { signers[i].Sign(&claims[i]) })
-}
+func Sign(signers []*store.Signer, claims []store.Claim) { refdata.Sign(signers, claims) }
 
-func parallel(n int, fn func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), max(1, n/64))
-	var wg sync.WaitGroup
-	chunk := (n + workers - 1) / max(workers, 1)
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
-		wg.Go(func() {
-			for i := lo; i < hi; i++ {
-				fn(i)
-			}
-		})
-	}
-	wg.Wait()
+// Dataset is the reference dataset (refdata.Dataset).
+type Dataset = refdata.Dataset
+
+// FixtureBase is the first claim timestamp of the dataset (ms).
+const FixtureBase = refdata.FixtureBase
+
+// Fixture returns the reference dataset of n claims, generated once and
+// cached on disk (refdata.Load); a failure ends the test.
+func Fixture(tb testing.TB, n int) *Dataset {
+	tb.Helper()
+	return refdata.Fixture(tb, n)
 }

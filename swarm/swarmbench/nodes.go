@@ -8,12 +8,12 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/metanode/metanode/store"
+	testing "github.com/metanode/metanode/store/refdata" // testing.TB is refdata.TB: no testing package in the binary
 	"github.com/metanode/metanode/swarm"
 )
 

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/metanode/metanode/store"
-	"github.com/metanode/metanode/store/storetest"
+	storetest "github.com/metanode/metanode/store/refdata" // the fixture without the testing package
 	"github.com/metanode/metanode/swarm"
 )
 

@@ -1,4 +1,4 @@
-package storetest
+package refdata
 
 import (
 	"bufio"
@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"testing"
 
 	"github.com/metanode/metanode/store"
 )
@@ -101,12 +100,30 @@ func recordClaims(i int, ts *uint64, claims []store.Claim, who []int) ([]store.C
 	return claims, who, link
 }
 
-// Fixture returns the reference dataset of n claims (1,000,000 claims is
+// TB is what Fixture reports through; testing.TB satisfies it.
+type TB interface {
+	Helper()
+	Logf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// Fixture is Load for callers that report through a TB: it logs the
+// generation and ends the caller with Fatalf on an error.
+func Fixture(tb TB, n int) *Dataset {
+	tb.Helper()
+	d, err := Load(n, tb.Logf)
+	if err != nil {
+		tb.Fatalf("fixture: %v", err)
+	}
+	return d
+}
+
+// Load returns the reference dataset of n claims (1,000,000 claims is
 // about 58,000 records of about 17 fields). It is generated once, signed in
 // parallel, and cached under os.UserCacheDir()/metanode-bench/; later calls
-// (in any process) read the cached file.
-func Fixture(tb testing.TB, n int) *Dataset {
-	tb.Helper()
+// (in any process) read the cached file. logf (may be nil) hears that a
+// generation starts.
+func Load(n int, logf func(format string, args ...any)) (*Dataset, error) {
 	d := &Dataset{N: n, Signers: make([]*store.Signer, len(fixtureSigners))}
 	for i := range d.Signers {
 		d.Signers[i] = Signer(1000 + i)
@@ -132,13 +149,15 @@ func Fixture(tb testing.TB, n int) *Dataset {
 	dir = filepath.Join(dir, "metanode-bench")
 	d.Path = filepath.Join(dir, fmt.Sprintf("fixture-v%d-%d.wire", fixtureVersion, n))
 	if st, err := os.Stat(d.Path); err == nil && st.Size() > 0 {
-		return d
+		return d, nil
 	}
-	tb.Logf("generating the %d-claim fixture in %s (signing takes a while, once)", n, d.Path)
+	if logf != nil {
+		logf("generating the %d-claim fixture in %s (signing takes a while, once)", n, d.Path)
+	}
 	if err := d.generate(dir); err != nil {
-		tb.Fatalf("fixture: %v", err)
+		return nil, fmt.Errorf("generate %s: %w", d.Path, err)
 	}
-	return d
+	return d, nil
 }
 
 // generate signs the dataset in chunks and writes it atomically.
