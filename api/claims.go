@@ -96,8 +96,7 @@ type decodedClaim struct {
 
 // readClaims reads and decodes a claims batch body with a streaming
 // encoding/json decoder: 413 beyond MaxClaimsBody or MaxClaims, 400 when it
-// is not {"claims":[…]}. Claims stay raw until decoded one by one, so one
-// that does not decode is rejected alone rather than failing the body.
+// is not {"claims":[…]}.
 func readClaims(w http.ResponseWriter, r *http.Request) ([]decodedClaim, error) {
 	if r.ContentLength > MaxClaimsBody {
 		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Slug: SlugTooLarge,
