@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Test-only access to internals for the external tests.
@@ -32,3 +33,20 @@ func (s *Swarm) Struck(p peer.ID) bool {
 
 // FetchInterest runs one interest fetch from p, as the scheduler does.
 func (s *Swarm) FetchInterest(ctx context.Context, p peer.ID) { s.fetchInterest(ctx, p) }
+
+// GossipClaims is the validator's count of claims with one fate
+// ("new", "ratelimited", "untrusted", …).
+func (s *Swarm) GossipClaims(fate string) float64 {
+	var m dto.Metric
+	if err := s.met.gossipClaims.WithLabelValues(fate).Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
+}
+
+// InboundSessions is how many sync sessions p runs against this node.
+func (s *Swarm) InboundSessions(p peer.ID) int {
+	s.sessions.mu.Lock()
+	defer s.sessions.mu.Unlock()
+	return s.sessions.n[p]
+}

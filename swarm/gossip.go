@@ -240,6 +240,9 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 			ignore = true
 		}
 	}
+	if s.limitSigners(&fresh, &ids) {
+		ignore = true
+	}
 	for i, err := range store.VerifyAll(fresh, ids, nil) {
 		if err != nil {
 			s.met.gossipClaims.WithLabelValues("invalid").Inc()
@@ -502,4 +505,40 @@ func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h minLevel) WithGroup(name string) slog.Handler {
 	return minLevel{h.Handler.WithGroup(name), h.min}
+}
+
+// limitSigners drops the claims of signers past their gossip rate, whoever
+// relays them: a flood by one key (a compromised plugin) is not verified,
+// stored or forwarded at full speed. The relaying peer is not at fault; the
+// claims still arrive later by sync, which is bounded per peer. It reports
+// whether it dropped any.
+func (s *Swarm) limitSigners(fresh *[]store.Claim, ids *[]store.ID) bool {
+	if len(*fresh) == 0 {
+		return false
+	}
+	counts := make(map[string]int, 1)
+	for i := range *fresh {
+		counts[(*fresh)[i].UID]++
+	}
+	var over map[string]bool
+	for uid, n := range counts {
+		if !s.signers.allow(uid, n) {
+			if over == nil {
+				over = make(map[string]bool)
+			}
+			over[uid] = true
+		}
+	}
+	if over == nil {
+		return false
+	}
+	keepC, keepID := (*fresh)[:0], (*ids)[:0]
+	for i := range *fresh {
+		if !over[(*fresh)[i].UID] {
+			keepC, keepID = append(keepC, (*fresh)[i]), append(keepID, (*ids)[i])
+		}
+	}
+	s.met.gossipClaims.WithLabelValues("ratelimited").Add(float64(len(*fresh) - len(keepC)))
+	*fresh, *ids = keepC, keepID
+	return true
 }

@@ -186,35 +186,72 @@ func (r *refusedSet) snapshot() []store.SyncItem {
 
 // ---- gossip rate limits ----
 
-// peerLimiter is a token bucket of new claims per second per peer.
-type peerLimiter struct {
-	mu    sync.Mutex
-	rate  int
-	peers map[peer.ID]*rate.Limiter
+// keyedLimiter is a token bucket per key (a peer, a signer): rate per
+// second, a burst of five seconds' worth. The map is bounded: past 4096 keys
+// it starts over (a flood of new keys only resets buckets, it never grows
+// memory).
+type keyedLimiter[K comparable] struct {
+	mu   sync.Mutex
+	rate int
+	keys map[K]*rate.Limiter
 }
 
-func newPeerLimiter(perSec int) *peerLimiter {
-	return &peerLimiter{rate: perSec, peers: map[peer.ID]*rate.Limiter{}}
+func newKeyedLimiter[K comparable](perSec int) *keyedLimiter[K] {
+	return &keyedLimiter[K]{rate: perSec, keys: map[K]*rate.Limiter{}}
 }
 
-func (l *peerLimiter) allow(p peer.ID, n int) bool {
+// newPeerLimiter bounds the new claims a peer's gossip may bring per second.
+func newPeerLimiter(perSec int) *keyedLimiter[peer.ID] { return newKeyedLimiter[peer.ID](perSec) }
+
+func (l *keyedLimiter[K]) allow(k K, n int) bool {
 	l.mu.Lock()
-	lim, ok := l.peers[p]
+	lim, ok := l.keys[k]
 	if !ok {
-		if len(l.peers) >= 4096 {
-			clear(l.peers)
+		if len(l.keys) >= 4096 {
+			clear(l.keys)
 		}
-		lim = rate.NewLimiter(rate.Limit(l.rate), 5*l.rate) // a burst of five seconds' worth
-		l.peers[p] = lim
+		lim = rate.NewLimiter(rate.Limit(l.rate), 5*l.rate)
+		l.keys[k] = lim
 	}
 	l.mu.Unlock()
 	return lim.AllowN(time.Now(), n)
 }
 
-func (l *peerLimiter) forget(p peer.ID) {
+func (l *keyedLimiter[K]) forget(k K) {
 	l.mu.Lock()
-	delete(l.peers, p)
+	delete(l.keys, k)
 	l.mu.Unlock()
+}
+
+// peerSessions counts the inbound sync sessions each peer runs, so one peer
+// cannot take every inbound slot.
+type peerSessions struct {
+	mu  sync.Mutex
+	max int
+	n   map[peer.ID]int
+}
+
+func newPeerSessions(max int) *peerSessions {
+	return &peerSessions{max: max, n: map[peer.ID]int{}}
+}
+
+// enter takes a slot for p; false when p already runs max sessions.
+func (ps *peerSessions) enter(p peer.ID) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.n[p] >= ps.max {
+		return false
+	}
+	ps.n[p]++
+	return true
+}
+
+func (ps *peerSessions) leave(p peer.ID) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.n[p]--; ps.n[p] <= 0 {
+		delete(ps.n, p)
+	}
 }
 
 // ---- problems for the owner ----

@@ -53,6 +53,8 @@ const (
 	DefaultLookup       = 5 * time.Second
 	DefaultProvidePerHr = 3600
 	DefaultGossipRate   = 2000 // claims per second per peer
+	DefaultSignerRate   = 1000 // claims per second per signer, from all peers' gossip
+	maxSessionsPerPeer  = 2    // inbound sync sessions one peer may run at once
 	DefaultBlockFor     = 10 * time.Minute
 	DefaultPort         = 4001
 )
@@ -88,6 +90,7 @@ type Config struct {
 	Public     bool          // force public reachability (a bootstrap node on a public address)
 	MaxSkew    time.Duration // future-timestamp allowance in gossip; default store.DefaultMaxSkew
 	GossipRate int           // new claims per second accepted from one peer's gossip; default DefaultGossipRate
+	SignerRate int           // new claims per second accepted from one signer in gossip; default DefaultSignerRate
 	BlockFor   time.Duration // how long a peer that sent invalid claims is refused; default DefaultBlockFor
 
 	// NoAutoSync starts no sync session by itself (on connections, topic
@@ -129,6 +132,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.GossipRate <= 0 {
 		c.GossipRate = DefaultGossipRate
+	}
+	if c.SignerRate <= 0 {
+		c.SignerRate = DefaultSignerRate
 	}
 	if c.BlockFor <= 0 {
 		c.BlockFor = DefaultBlockFor
@@ -187,7 +193,9 @@ type Swarm struct {
 	provQueue     provideQueue
 	refused       *refusedSet
 	penalties     *penaltyBox
-	limiter       *peerLimiter
+	limiter       *keyedLimiter[peer.ID] // new gossip claims per peer
+	signers       *keyedLimiter[string]  // new gossip claims per signer uid
+	sessions      *peerSessions          // inbound sync sessions per peer
 	errs          *errorLog
 	peerStats     *peerStats
 	met           *metrics
@@ -246,6 +254,8 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	s.refused = newRefusedSet(maxRefused)
 	s.penalties = newPenaltyBox(s.cfg.BlockFor)
 	s.limiter = newPeerLimiter(s.cfg.GossipRate)
+	s.signers = newKeyedLimiter[string](s.cfg.SignerRate)
+	s.sessions = newPeerSessions(maxSessionsPerPeer)
 	s.errs = newErrorLog()
 	s.peerStats = newPeerStats()
 	s.gater = &gater{s: s}

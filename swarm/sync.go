@@ -136,6 +136,12 @@ func (s *Swarm) handleSync(st network.Stream) {
 	// (and every session on transports that ignore deadlines).
 	ctx, cancel := context.WithTimeout(s.ctx, sessionTimeout)
 	defer cancel()
+	p := st.Conn().RemotePeer()
+	if !s.sessions.enter(p) {
+		s.refuse(st, errCodeBusy, "too many sync sessions from this peer")
+		return
+	}
+	defer s.sessions.leave(p)
 	if !s.inbound.TryAcquire(1) {
 		s.refuse(st, errCodeBusy, "too many sync sessions")
 		return
