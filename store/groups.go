@@ -36,12 +36,6 @@ func (g *groups) cidsOf(rid string) []string {
 	return c
 }
 
-func (g *groups) len() int {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return len(g.cids)
-}
-
 // add puts cid in rid's group.
 func (g *groups) add(cid, rid string) {
 	g.mu.Lock()

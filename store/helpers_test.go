@@ -20,7 +20,6 @@ var (
 	cidA = storetest.CID(1)
 	cidB = storetest.CID(2)
 	cidC = storetest.CID(3)
-	cidD = storetest.CID(4)
 )
 
 // testNow is the clock of stores in tests: claims up to ten minutes past
@@ -88,17 +87,6 @@ func record(t testing.TB, s *store.Store, h string) store.Record {
 		t.Fatalf("record %s: %v", h, err)
 	}
 	return rec
-}
-
-// fieldsWithoutCIDs drops the synthesised cids/* members.
-func fieldsWithoutCIDs(f map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range f {
-		if !store.IsLinkKey(k) {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // nextEvent waits for the subscription's next event (the deadline only
