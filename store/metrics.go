@@ -11,6 +11,7 @@ type metrics struct {
 	batch  prometheus.Histogram
 	events *prometheus.CounterVec
 	subs   *prometheus.GaugeVec
+	behind *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -35,9 +36,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		subs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "metanode_store_subscribers", Help: "Open subscriptions, by stream.",
 		}, []string{"stream"}),
+		behind: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metanode_store_subscriber_fallbacks_total",
+			Help: "Live subscribers whose channel was full, handed to a pump that reads the event rows, by stream.",
+		}, []string{"stream"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.claims, m.queue, m.commit, m.batch, m.events, m.subs)
+		reg.MustRegister(m.claims, m.queue, m.commit, m.batch, m.events, m.subs, m.behind)
 	}
 	return m
 }

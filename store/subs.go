@@ -152,6 +152,7 @@ func (h *hub) publish(evs []streamEvent) {
 func (h *hub) fallBehindLocked(sub *Subscription) {
 	delete(h.subs[sub.stream], sub)
 	sub.state, sub.skip = subReplaying, ""
+	h.s.met.behind.WithLabelValues(string(sub.stream)).Inc()
 	h.startPumpLocked(sub, sub.sent)
 }
 

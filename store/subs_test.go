@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/metanode/metanode/store"
 )
 
@@ -42,7 +44,8 @@ func wantPaths(t testing.TB, sub *store.Subscription, from, n int) []store.Event
 // subscribers that read normally: they get every event in order, also
 // of commits made while they are behind, and are live again after.
 func TestSubscribe_BigCommit(t *testing.T) {
-	s := open(t, store.Config{})
+	reg := prometheus.NewRegistry()
+	s := open(t, store.Config{Registerer: reg})
 	files, err := s.Subscribe(store.StreamFiles, "")
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +103,10 @@ func TestSubscribe_BigCommit(t *testing.T) {
 	}
 	if files.Err() != nil || meta.Err() != nil {
 		t.Fatalf("errs: %v %v", files.Err(), meta.Err())
+	}
+	// The meta subscriber was fed from the cache (more than a channel's worth).
+	if got := metricValue(t, reg, "metanode_store_subscriber_fallbacks_total", string(store.StreamMeta)); got < 1 {
+		t.Fatalf("meta fallbacks=%v", got)
 	}
 }
 
