@@ -94,6 +94,7 @@ type hub struct {
 	n       map[Stream]int64                      // events published
 	horizon map[Stream]string
 	bound   int64
+	chanCap int // maxChanBuffer; tests shrink it to reach the pump cheaply
 	closed  bool
 }
 
@@ -106,6 +107,7 @@ func newHub(s *Store) *hub {
 		n:       map[Stream]int64{},
 		horizon: map[Stream]string{},
 		bound:   int64(s.cfg.SubscriberBuffer),
+		chanCap: maxChanBuffer,
 	}
 }
 
@@ -248,7 +250,7 @@ func (s *Store) Subscribe(stream Stream, after string) (*Subscription, error) {
 		return nil, fmt.Errorf("%w: unknown stream %q", ErrMalformed, stream)
 	}
 	h := s.hub
-	sub := &Subscription{c: make(chan Event, min(s.cfg.SubscriberBuffer, maxChanBuffer)), h: h, stream: stream,
+	sub := &Subscription{c: make(chan Event, min(s.cfg.SubscriberBuffer, h.chanCap)), h: h, stream: stream,
 		stop: make(chan struct{}), wake: make(chan struct{}, 1)}
 	sub.C = sub.c
 	cursor := ""
