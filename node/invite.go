@@ -47,6 +47,18 @@ const (
 // ErrBadInvite is a pairing code that does not decode.
 var ErrBadInvite = errors.New("not a metanode pairing code")
 
+// ErrPairRefused: the inviter answered no (an unknown, used or expired
+// code); the error text carries its reason. It is the swarm's sentinel.
+var ErrPairRefused = swarm.ErrPairRefused
+
+// CheckSwarmKey reports whether key is a swarm.key file's content.
+func CheckSwarmKey(key string) error {
+	if _, err := swarm.ParseSwarmKey(strings.NewReader(key)); err != nil {
+		return fmt.Errorf("swarm key: %w", err)
+	}
+	return nil
+}
+
 // Invite is what a pairing code carries.
 type Invite struct {
 	Swarm     string   `json:"swarm"`

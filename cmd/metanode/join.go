@@ -15,7 +15,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/metanode/metanode/node"
-	"github.com/metanode/metanode/swarm"
 )
 
 // Pairing two homes: `metanode invite` on the inviter's machine asks its
@@ -121,7 +120,7 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite) er
 	var total int64
 	var err error
 	for attempt := 1; attempt <= pairAttempts; attempt++ {
-		if total, err = n.Pair(ctx, inv); err == nil || errors.Is(err, swarm.ErrPairRefused) || ctx.Err() != nil {
+		if total, err = n.Pair(ctx, inv); err == nil || errors.Is(err, node.ErrPairRefused) || ctx.Err() != nil {
 			break
 		}
 		fmt.Fprintf(c.stderr, "joining: attempt %d of %d: %v\n", attempt, pairAttempts, err)
@@ -133,7 +132,7 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite) er
 	switch {
 	case ctx.Err() != nil:
 		return nil // interrupted: shut down quietly
-	case errors.Is(err, swarm.ErrPairRefused):
+	case errors.Is(err, node.ErrPairRefused):
 		return fmt.Errorf("%w; ask the other home for a new code", err)
 	case err != nil:
 		return fmt.Errorf("cannot reach the inviter: %w; check that its node runs and that one of its addresses is reachable from here", err)
@@ -167,8 +166,8 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite) er
 // writeSwarmKey stores a private swarm's key as <data>/swarm.key (0600). A
 // different key already there is an error: joining would leave the old swarm.
 func writeSwarmKey(data, key string) (string, error) {
-	if _, err := swarm.ParseSwarmKey(bytes.NewReader([]byte(key))); err != nil {
-		return "", fmt.Errorf("the code's swarm key: %w", err)
+	if err := node.CheckSwarmKey(key); err != nil {
+		return "", fmt.Errorf("the code's %w", err)
 	}
 	path := filepath.Join(data, node.SwarmKeyFile)
 	old, err := os.ReadFile(path)
