@@ -13,11 +13,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/metanode/metanode/store"
-	testing "github.com/metanode/metanode/store/refdata" // testing.TB is refdata.TB: no testing package in the binary
 	"github.com/metanode/metanode/swarm"
 )
-
-type testingTB = testing.TB
 
 // node is one benchmark node: a real store in the run's directory and a
 // swarm on a loopback TCP port.

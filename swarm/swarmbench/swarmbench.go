@@ -15,14 +15,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/metanode/metanode/store"
-	storetest "github.com/metanode/metanode/store/refdata" // the fixture without the testing package
+	"github.com/metanode/metanode/store/refdata"
 	"github.com/metanode/metanode/swarm"
 )
 
@@ -77,17 +76,6 @@ func Run(ctx context.Context, o Options, w io.Writer) (err error) {
 	}
 	b := &bench{o: o, w: w, dir: dir}
 	defer b.closeAll()
-	// storetest reports fixture problems through testing.TB; a failure there
-	// ends the run with an error.
-	defer func() {
-		if r := recover(); r != nil {
-			if f, ok := r.(tbFailure); ok {
-				err = fmt.Errorf("bench swarm: %s", string(f))
-				return
-			}
-			panic(r)
-		}
-	}()
 	b.printf("# swarm benchmark: %d cores, GOMAXPROCS %d, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
 	if err := b.verifyLimit(ctx); err != nil {
 		return err
@@ -135,12 +123,18 @@ func (b *bench) closeAll() {
 	b.nodes = nil
 }
 
+// note prints a progress line (a comment in the output).
+func (b *bench) note(format string, args ...any) { b.printf("# "+format+"\n", args...) }
+
 // verifyLimit loads the sample the machine's limit is measured on and
 // measures it once: verifications per second on all cores
 // (store.VerifyAll over fixture claims, keys cached).
 func (b *bench) verifyLimit(ctx context.Context) error {
 	n := min(b.o.Claims, 40_000)
-	d := storetest.Fixture(benchTB{}, b.o.Claims)
+	d, err := refdata.Load(b.o.Claims, b.note)
+	if err != nil {
+		return fmt.Errorf("reference data: %w", err)
+	}
 	claims := make([]store.Claim, 0, n)
 	if err := d.Each(4096, func(cs []store.Claim) error {
 		claims = append(claims, cs[:min(len(cs), n-len(claims))]...)
@@ -234,7 +228,10 @@ func ratio(rate, limit float64) string {
 // every claim.
 func (b *bench) cold(ctx context.Context) error {
 	n := b.o.Claims
-	d := storetest.Fixture(benchTB{}, n)
+	d, err := refdata.Load(n, b.note)
+	if err != nil {
+		return fmt.Errorf("reference data: %w", err)
+	}
 	a, err := b.newNode(ctx, nil, nil)
 	if err != nil {
 		return err
@@ -310,7 +307,7 @@ func (b *bench) warm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	newest := uint64(storetest.FixtureBase) + uint64(b.o.Claims) + 1000
+	newest := uint64(refdata.FixtureBase) + uint64(b.o.Claims) + 1000
 	runs := []struct {
 		name    string
 		claims  []store.Claim
@@ -353,25 +350,13 @@ func (b *bench) diffClaims(s *store.Signer, n int, ts uint64, scatter bool) []st
 	b.seq += n
 	base := b.seq
 	span := uint64(b.o.Claims)
-	return storetest.Claims(n, func(i int) (*store.Signer, store.Claim) {
+	return refdata.Claims(n, func(i int) (*store.Signer, store.Claim) {
 		t := ts + uint64(i)
 		if scatter {
-			t = uint64(storetest.FixtureBase) + (uint64(i)*2654435761)%span
+			t = uint64(refdata.FixtureBase) + (uint64(i)*2654435761)%span
 		}
-		return s, store.Claim{CID: storetest.CID(10_000_000 + base + i), Key: "title", Kind: store.KindText,
+		return s, store.Claim{CID: refdata.CID(10_000_000 + base + i), Key: "title", Kind: store.KindText,
 			Value: fmt.Appendf(nil, "difference %d", base+i), TS: t}
 	})
 }
 
-// tbFailure carries a fixture failure out of storetest.
-type tbFailure string
-
-// benchTB lets storetest's fixture run outside a test: it logs nothing and
-// turns a fatal error into a recovered failure. Only the methods the
-// fixture calls are implemented.
-type benchTB struct{ testingTB }
-
-func (benchTB) Helper()                           {}
-func (benchTB) Logf(string, ...any)               {}
-func (benchTB) Fatalf(format string, args ...any) { panic(tbFailure(fmt.Sprintf(format, args...))) }
-func (benchTB) TempDir() string                   { return filepath.Join(os.TempDir(), "metanode-bench") }
