@@ -359,4 +359,3 @@ func (b *bench) diffClaims(s *store.Signer, n int, ts uint64, scatter bool) []st
 			Value: fmt.Appendf(nil, "difference %d", base+i), TS: t}
 	})
 }
-
