@@ -28,7 +28,7 @@ func (w *writer) applyPhase(b *batch, reqs []*request) error {
 		}
 	}
 	for _, r := range b.cbp {
-		if _, err := w.cCBP.exec(r.pid, r.cid, r.key); err != nil {
+		if _, err := w.cCBP.exec(r.pid, r.seq, r.cid, r.key); err != nil {
 			return err
 		}
 	}
@@ -517,23 +517,43 @@ func (w *writer) schemaAdd(key, v string, d int64) {
 }
 
 func (w *writer) flushCounters() error {
+	// Only rows whose value changed are written: an unchanged counter row
+	// would still dirty its page, which costs a WAL frame at every commit.
 	for _, p := range sortedKeys(w.schemaDirty) {
 		c := w.schema[p]
 		if c == nil || c[0]+c[1]+c[2]+c[3] == 0 {
 			delete(w.schema, p)
+			delete(w.schemaSaved, p)
 			if _, err := w.cDel.exec("idx:schema/" + p); err != nil {
 				return err
 			}
+			continue
+		}
+		if old, ok := w.schemaSaved[p]; ok && old == *c {
 			continue
 		}
 		v := fmt.Sprintf("%d %d %d %d", c[0], c[1], c[2], c[3])
 		if _, err := w.cPut.exec("idx:schema/"+p, v); err != nil {
 			return err
 		}
+		w.schemaSaved[p] = *c
 	}
 	clear(w.schemaDirty)
-	_, err := w.cPut.exec("idx:count/records", strconv.FormatInt(w.records, 10))
-	return err
+	if w.records == w.recordsSaved {
+		return nil
+	}
+	if _, err := w.cPut.exec("idx:count/records", strconv.FormatInt(w.records, 10)); err != nil {
+		return err
+	}
+	w.recordsSaved = w.records
+	return nil
+}
+
+// forgetSavedCounters is called when counter rows are deleted in bulk
+// (rebuild, clear): every counter is written again at the next flush.
+func (w *writer) forgetSavedCounters() {
+	w.schemaSaved = map[string][4]int64{}
+	w.recordsSaved = -1
 }
 
 func parseSchemaCounts(v string) [4]int64 {

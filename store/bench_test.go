@@ -290,3 +290,52 @@ func BenchmarkWriter(b *testing.B) {
 	runtime.ReadMemStats(&ms)
 	b.Logf("RssAnon %d MB, Go sys %d MB, Go heap in use %d MB", procStatus("RssAnon")>>20, ms.Sys>>20, ms.HeapInuse>>20)
 }
+
+// BenchmarkCommitOne measures the fixed cost of a commit: claims of the
+// reference dataset submitted one per Submit, serially, as already
+// verified, into a store that already holds the first claims of the
+// dataset. Every Submit is a whole batch (truth transaction, cache
+// transaction, events), so CPU per Submit is what one live claim costs the
+// writer. Use -benchtime=1x.
+func BenchmarkCommitOne(b *testing.B) {
+	d := storetest.Fixture(b, min(benchClaims(), 20_000))
+	dir := b.TempDir()
+	s := store.New(store.Config{TruthPath: filepath.Join(dir, "t.db"), CachePath: filepath.Join(dir, "c.db"),
+		Trust: store.TrustOpen, Logger: storetest.Logger(b, 8)})
+	if err := s.Open(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const ones = 2000
+	var all []store.Claim
+	_ = d.Each(1000, func(cs []store.Claim) error {
+		all = append(all, cs...)
+		return nil
+	})
+	if len(all) < 2*ones {
+		b.Fatalf("fixture too small: %d claims", len(all))
+	}
+	pre, tail := all[:len(all)-ones], all[len(all)-ones:]
+	for i := 0; i < len(pre); i += 1000 {
+		if _, err := s.Submit(ctx, pre[i:min(i+1000, len(pre))], store.SubmitOptions{Verified: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	start := time.Now()
+	for i := range tail {
+		res, err := s.Submit(ctx, tail[i:i+1], store.SubmitOptions{Verified: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res[0].Outcome == store.Rejected {
+			b.Fatal(res[0].Err)
+		}
+	}
+	el := time.Since(start)
+	cpu := cpuTime() - cpu0
+	b.StopTimer()
+	b.ReportMetric(float64(cpu.Microseconds())/ones, "cpu-µs/commit")
+	b.ReportMetric(float64(el.Microseconds())/ones, "µs/commit")
+}

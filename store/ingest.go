@@ -10,7 +10,7 @@ import (
 type ck struct{ cid, key string }
 
 type cbpRow struct {
-	pid      int64
+	pid, seq int64
 	cid, key string
 }
 
@@ -227,7 +227,7 @@ func (w *writer) ingest(b *batch, r *request) error {
 			b.sync = append(b.sync, syncOp{pid: pid, del: old.item(), hasDel: true, add: nr.item(), hasAdd: true})
 		} else {
 			b.rows[k] = append(rows, nr)
-			b.cbp = append(b.cbp, cbpRow{pid, c.CID, c.Key})
+			b.cbp = append(b.cbp, cbpRow{pid, w.lastSeq, c.CID, c.Key})
 			b.sync = append(b.sync, syncOp{pid: pid, add: nr.item(), hasAdd: true})
 		}
 		w.count(nr.kind, 1)
@@ -370,8 +370,15 @@ func (w *writer) trustDelta(b *batch, from, to *trustView) error {
 			continue
 		}
 		var keys []ck
+		seen := map[ck]bool{} // a catch-up may have added an entry twice
+		add := func(k ck) {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
 		err := w.cSelCBP.query(func(d []driver.Value) error {
-			keys = append(keys, ck{asString(d[0]), asString(d[1])})
+			add(ck{asString(d[0]), asString(d[1])})
 			return nil
 		}, pid)
 		if err != nil {
@@ -379,7 +386,7 @@ func (w *writer) trustDelta(b *batch, from, to *trustView) error {
 		}
 		for _, r := range b.cbp {
 			if r.pid == pid {
-				keys = append(keys, ck{r.cid, r.key})
+				add(ck{r.cid, r.key})
 			}
 		}
 		for _, k := range keys {

@@ -118,11 +118,17 @@ func (w *writer) loadCacheState() (cacheState, error) {
 	applied, cs.hasApplied = meta["meta:applied_seq"]
 	cs.applied = parseInt(applied)
 	w.records = parseInt(meta["idx:count/records"])
+	w.recordsSaved = -1
+	if v, ok := meta["idx:count/records"]; ok {
+		w.recordsSaved = parseInt(v)
+	}
 
-	w.schema, w.schemaDirty = map[string]*[4]int64{}, map[string]bool{}
+	w.schema, w.schemaDirty, w.schemaSaved = map[string]*[4]int64{}, map[string]bool{}, map[string][4]int64{}
 	err = w.c.queryOnce(`SELECT k, v FROM kv WHERE k >= 'idx:schema/' AND k < 'idx:schema0'`, func(d []driver.Value) error {
 		c := parseSchemaCounts(asString(d[1]))
-		w.schema[strings.TrimPrefix(asString(d[0]), "idx:schema/")] = &c
+		p := strings.TrimPrefix(asString(d[0]), "idx:schema/")
+		w.schema[p] = &c
+		w.schemaSaved[p] = c
 		return nil
 	})
 	if err != nil {
@@ -217,12 +223,15 @@ func (w *writer) catchUpFrom(ctx context.Context, applied int64) error {
 	start := time.Now()
 	b := newBatch(w)
 	link := false
-	err := w.t.queryOnce(`SELECT cid, key, pid FROM claim WHERE seq > ?`, func(d []driver.Value) error {
+	// A claim past applied may replace a row whose claim_by_pid entry the
+	// cache already holds (under its first seq): the entry is then added
+	// twice, which readers of claim_by_pid tolerate (trustDelta dedupes).
+	err := w.t.queryOnce(`SELECT cid, key, pid, seq FROM claim WHERE seq > ?`, func(d []driver.Value) error {
 		cid, key := asString(d[0]), asString(d[1])
 		if IsLinkKey(key) {
 			link = true
 		}
-		b.cbp = append(b.cbp, cbpRow{asInt(d[2]), cid, key})
+		b.cbp = append(b.cbp, cbpRow{asInt(d[2]), asInt(d[3]), cid, key})
 		if rid, ok := w.s.groups.ridOf(cid); ok {
 			b.full[rid] = true
 		}
@@ -239,7 +248,7 @@ func (w *writer) catchUpFrom(ctx context.Context, applied int64) error {
 	}
 	err = func() error {
 		for _, r := range b.cbp {
-			if _, err := w.cCBP.exec(r.pid, r.cid, r.key); err != nil {
+			if _, err := w.cCBP.exec(r.pid, r.seq, r.cid, r.key); err != nil {
 				return err
 			}
 		}
@@ -294,7 +303,7 @@ func (w *writer) rebuild(ctx context.Context, why string) (err error) {
 		`DELETE FROM fts`,
 		`DELETE FROM claim_by_pid`,
 		`DROP INDEX IF EXISTS kv_field_v`,
-		`INSERT INTO claim_by_pid(pid, cid, key) SELECT pid, cid, key FROM truth.claim`,
+		`INSERT INTO claim_by_pid(pid, seq, cid, key) SELECT pid, seq, cid, key FROM truth.claim`,
 	} {
 		if err := w.c.exec(q); err != nil {
 			return err
@@ -306,6 +315,7 @@ func (w *writer) rebuild(ctx context.Context, why string) (err error) {
 	inTx = false
 	w.records = 0
 	clear(w.schema)
+	w.forgetSavedCounters()
 	w.ev[StreamMeta].count = 0
 
 	rids := w.s.groups.rids()
@@ -452,6 +462,7 @@ func (w *writer) runClear(r *request) {
 			}
 		}
 		w.records, w.files, w.fileSize = 0, 0, 0
+		w.forgetSavedCounters()
 		for p := range w.schema {
 			w.schemaDirty[p] = true
 		}

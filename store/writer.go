@@ -74,6 +74,8 @@ type writer struct {
 	files, fileSize     int64
 	schema              map[string]*[4]int64 // path → counts by type (string, int, float, bool)
 	schemaDirty         map[string]bool
+	schemaSaved         map[string][4]int64 // the counter rows as the cache holds them (empty: unknown)
+	recordsSaved        int64               // idx:count/records as the cache holds it (-1: unknown)
 	cacheBehind         bool     // the cache missed a batch; catch up before the next
 	syncPending         []syncOp // sync changes of truth commits the cache has yet to apply
 
@@ -143,7 +145,7 @@ func (w *writer) prepare() error {
 		{&w.cDel, &w.c, `DELETE FROM kv WHERE k = ?`},
 		{&w.cRange, &w.c, `SELECT k, v FROM kv WHERE k >= ? AND k < ?`},
 		{&w.cDelRange, &w.c, `DELETE FROM kv WHERE k >= ? AND k < ?`},
-		{&w.cCBP, &w.c, `INSERT OR IGNORE INTO claim_by_pid(pid, cid, key) VALUES(?, ?, ?)`},
+		{&w.cCBP, &w.c, `INSERT OR IGNORE INTO claim_by_pid(pid, seq, cid, key) VALUES(?, ?, ?, ?)`},
 		{&w.cSelCBP, &w.c, `SELECT cid, key FROM claim_by_pid WHERE pid = ?`},
 		{&w.cFTSIns, &w.c, `INSERT INTO fts(rid, hay) VALUES(?, ?)`},
 		{&w.cFTSDel, &w.c, `DELETE FROM fts WHERE rowid = ?`},
