@@ -76,8 +76,8 @@ type writer struct {
 	schemaDirty         map[string]bool
 	schemaSaved         map[string][4]int64 // the counter rows as the cache holds them (empty: unknown)
 	recordsSaved        int64               // idx:count/records as the cache holds it (-1: unknown)
-	cacheBehind         bool     // the cache missed a batch; catch up before the next
-	syncPending         []syncOp // sync changes of truth commits the cache has yet to apply
+	cacheBehind         bool                // the cache missed a batch; catch up before the next
+	syncPending         []syncOp            // sync changes of truth commits the cache has yet to apply
 
 	ev map[Stream]*evState
 
