@@ -154,7 +154,7 @@ func (o *rangeOut) add(lo store.SyncItem, e rangeEntry) {
 
 func (r *reconciler) fingerprint(lo, hi store.SyncItem) rangeEntry {
 	acc := r.view.summary(lo, hi)
-	return rangeEntry{upper: hi, mode: modeFingerprint, count: uint64(acc.Count()), fp: acc.Fingerprint()}
+	return rangeEntry{upper: hi, mode: modeFingerprint, count: uint64(acc.Count()), fp: wireFingerprint(acc.Fingerprint())}
 }
 
 func (r *reconciler) idList(hi store.SyncItem, items []store.SyncItem) rangeEntry {
@@ -228,7 +228,7 @@ func (r *reconciler) respond(in []rangeEntry) turnPlan {
 			acc := r.view.summary(lo, hi)
 			m := acc.Count()
 			switch {
-			case uint64(m) == e.count && acc.Fingerprint() == e.fp:
+			case uint64(m) == e.count && wireFingerprint(acc.Fingerprint()) == e.fp:
 				// equal
 			case e.count == 0: // the peer holds nothing here: stream it all
 				if r.push {

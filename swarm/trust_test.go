@@ -196,7 +196,11 @@ func TestNotInterested_Neutral(t *testing.T) {
 	}})
 	w := mustSigner(t)
 	ts := uint64(time.Now().UnixMilli()) - 60_000
-	full.submit(t, signMany(w, 0, 30, ts)) // 10 of interest
+	// Stored without publishing: a gossip batch leaving after the link
+	// would deliver the claims of interest before the sync this checks.
+	if _, err := full.st.Submit(context.Background(), signMany(w, 0, 30, ts), store.SubmitOptions{Origin: store.OriginLocal}); err != nil { // 10 of interest
+		t.Fatal(err)
+	}
 	linkConnect(t, mn, full, picky)
 	waitForMesh(t, []*node{full, picky})
 

@@ -191,7 +191,7 @@ func FuzzRespond(f *testing.F) {
 }
 
 func FuzzDecodeWant(f *testing.F) {
-	f.Add(appendWant(nil, []shortID{{ts: 5}, {ts: 9, pre: [8]byte{1}}}))
+	f.Add(appendWant(nil, []shortID{{ts: 5}, {ts: 9, pre: [shortIDBytes]byte{1}}}))
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		if len(frame) == 0 {
 			return
