@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -190,10 +191,12 @@ func TestSync_TrustLater(t *testing.T) {
 }
 
 // interestStore keeps only claims about some cids, as the node's wrapper
-// does in interest mode.
+// does in interest mode; the others are Rejected with reject (default
+// store.ErrNotFound).
 type interestStore struct {
 	*store.Store
-	cids []string
+	cids   []string
+	reject error
 }
 
 func (s *interestStore) Submit(ctx context.Context, claims []store.Claim, opt store.SubmitOptions) ([]store.Result, error) {
@@ -206,7 +209,11 @@ func (s *interestStore) Submit(ctx context.Context, claims []store.Claim, opt st
 			idx = append(idx, i)
 			continue
 		}
-		res[i] = store.Result{ID: c.ID(), Outcome: store.Rejected, Err: store.ErrNotFound}
+		err := s.reject
+		if err == nil {
+			err = store.ErrNotFound
+		}
+		res[i] = store.Result{ID: c.ID(), Outcome: store.Rejected, Err: fmt.Errorf("%w: %s", err, c.CID)}
 	}
 	if len(keep) == 0 {
 		return res, nil

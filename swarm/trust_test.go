@@ -2,7 +2,6 @@ package swarm_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -144,40 +143,6 @@ func TestSync_VouchInSameBatch(t *testing.T) {
 	}
 }
 
-// pickyStore keeps claims about some cids only and answers the rest as an
-// interest-mode node's filter does (wrapping swarm.ErrNotInterested),
-// whatever their origin.
-type pickyStore struct {
-	*store.Store
-	keep map[string]bool
-}
-
-func (s *pickyStore) Submit(ctx context.Context, claims []store.Claim, opt store.SubmitOptions) ([]store.Result, error) {
-	res := make([]store.Result, len(claims))
-	var keep []store.Claim
-	var idx []int
-	for i := range claims {
-		if s.keep[claims[i].CID] {
-			keep = append(keep, claims[i])
-			idx = append(idx, i)
-			continue
-		}
-		res[i] = store.Result{ID: claims[i].ID(), Outcome: store.Rejected,
-			Err: fmt.Errorf("%w: %s", swarm.ErrNotInterested, claims[i].CID)}
-	}
-	if len(keep) == 0 {
-		return res, nil
-	}
-	got, err := s.Store.Submit(ctx, keep, opt)
-	if err != nil {
-		return nil, err
-	}
-	for j, i := range idx {
-		res[i] = got[j]
-	}
-	return res, nil
-}
-
 // Issue 5: claims a node's interest filter drops are neutral in sync,
 // gossip and fetch: not refused (a later interest may want them), not
 // invalid, never held against the peer.
@@ -185,14 +150,13 @@ func TestNotInterested_Neutral(t *testing.T) {
 	mn := newMocknet(t)
 	noSync := func(c *swarm.Config) { c.NoAutoSync = true }
 	full := newNode(t, nodeOpt{mn: mn, swarm: noSync})
-	keep := map[string]bool{}
+	var keep []string
 	for i := range 10 {
-		keep[testCID(i)] = true
-		keep[testCID(100+i)] = true
+		keep = append(keep, testCID(i), testCID(100+i))
 	}
 	picky := newNode(t, nodeOpt{mn: mn, swarm: func(c *swarm.Config) {
 		c.NoAutoSync = true
-		c.Store = &pickyStore{Store: c.Store.(*store.Store), keep: keep}
+		c.Store = &interestStore{Store: c.Store.(*store.Store), cids: keep, reject: swarm.ErrNotInterested}
 	}})
 	w := mustSigner(t)
 	ts := uint64(time.Now().UnixMilli()) - 60_000
