@@ -139,6 +139,9 @@ func (n *Node) Invite(ctx context.Context, ttl time.Duration) (api.InviteRespons
 		UID:       n.UID(),
 		Token:     base64.RawURLEncoding.EncodeToString(tok),
 	}
+	if len(inv.Addrs) == 0 {
+		return api.InviteResponse{}, errors.New("invite: the swarm listens on no address another home could dial; check --listen")
+	}
 	if len(inv.Addrs) > maxInviteAddrs {
 		inv.Addrs = inv.Addrs[:maxInviteAddrs]
 	}
