@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/metanode/metanode/node"
+	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/swarm"
 )
 
@@ -98,4 +99,29 @@ func TestParseInvite(t *testing.T) {
 			t.Errorf("%q: %v", code, err)
 		}
 	}
+}
+
+func FuzzParseInvite(f *testing.F) {
+	s, err := store.GenerateSigner()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(node.Invite{Swarm: "s", UID: s.UID(), Addrs: []string{"/ip4/127.0.0.1/tcp/1/p2p/x"}, Token: "dG9rZW4"}.Code())
+	f.Add("mn1:e30")
+	f.Add("mn1:")
+	f.Fuzz(func(t *testing.T, code string) {
+		inv, err := node.ParseInvite(code)
+		if err != nil {
+			if !errors.Is(err, node.ErrBadInvite) {
+				t.Fatalf("error without ErrBadInvite: %v", err)
+			}
+			return
+		}
+		if len(inv.TokenBytes()) == 0 || len(inv.Addrs) == 0 || inv.Swarm == "" {
+			t.Fatalf("accepted an incomplete code: %+v", inv)
+		}
+		if again, err := node.ParseInvite(inv.Code()); err != nil || again.Token != inv.Token {
+			t.Fatalf("re-encoded code: %+v, %v", again, err)
+		}
+	})
 }

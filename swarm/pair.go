@@ -162,7 +162,11 @@ func decodePaired(frame []byte) (PairAnswer, error) {
 		d.fail("ok byte %d", ok)
 	}
 	claims := d.uvarint()
-	msg := d.bytes(int(min(d.uvarint(), maxPairMsg+1)))
+	l := d.uvarint()
+	if d.err == nil && l > maxPairMsg {
+		d.fail("message of %d bytes (at most %d)", l, maxPairMsg)
+	}
+	msg := d.bytes(int(min(l, maxPairMsg)))
 	if err := d.done(); err != nil {
 		return PairAnswer{}, err
 	}

@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -252,5 +253,38 @@ func TestShortID_Span(t *testing.T) {
 	}
 	if s := successor(it); s.Compare(it) <= 0 {
 		t.Fatal("successor not greater")
+	}
+}
+
+func FuzzDecodePair(f *testing.F) {
+	f.Add(append(binary.AppendUvarint([]byte{framePair}, 5), "token"...))
+	f.Add(appendPaired(nil, PairAnswer{OK: true, Claims: 42}))
+	f.Add(appendPaired(nil, PairAnswer{Message: "expired"}))
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		if len(frame) == 0 {
+			return
+		}
+		if tok, err := decodePair(frame); err == nil {
+			want := append(binary.AppendUvarint([]byte{frame[0]}, uint64(len(tok))), tok...)
+			if !bytes.Equal(want, frame) {
+				t.Fatal("PAIR re-encoding differs")
+			}
+		}
+		if a, err := decodePaired(frame); err == nil {
+			if a.Claims < 0 || len(a.Message) > maxPairMsg {
+				t.Fatalf("answer out of bounds: %+v", a)
+			}
+			if back := appendPaired(nil, a); !bytes.Equal(back[1:], frame[1:]) && a.Claims < 1<<62 {
+				t.Fatal("PAIRED re-encoding differs")
+			}
+		}
+	})
+}
+
+func TestDecodePaired_LongMessage(t *testing.T) {
+	frame := binary.AppendUvarint([]byte{framePaired, 0, 0}, maxPairMsg+1)
+	frame = append(frame, bytes.Repeat([]byte{'m'}, maxPairMsg+1)...)
+	if _, err := decodePaired(frame); err == nil {
+		t.Fatal("a message over the bound decoded")
 	}
 }
