@@ -428,10 +428,22 @@ func (w *writer) updateFTS(rid string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.dropFTS(rid); err != nil {
+	hay := haystack(rid, vals)
+	// An existing row is updated in place under its rowid, so idx:fts/
+	// stays as it is (deleting and re-adding it dirtied its page at every
+	// commit that changed a haystack field).
+	dest := make([]driver.Value, 1)
+	ok, err := w.cGet.one(dest, "idx:fts/"+rid)
+	if err != nil {
 		return err
 	}
-	rowid, err := w.cFTSIns.execID(rid, haystack(rid, vals))
+	if ok {
+		n, err := w.cFTSUpd.exec(hay, parseInt(asString(dest[0])))
+		if err != nil || n > 0 {
+			return err
+		}
+	}
+	rowid, err := w.cFTSIns.execID(rid, hay)
 	if err != nil {
 		return err
 	}

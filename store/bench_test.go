@@ -237,13 +237,16 @@ func BenchmarkStore(b *testing.B) {
 	fmt.Fprintln(os.Stderr)
 }
 
-// BenchmarkWriter measures the writer alone: the first 200,000 claims of
-// the reference dataset submitted as already verified, so the writer's
+// BenchmarkWriter measures the writer alone: the first 200,000 claims
+// (METANODE_BENCH_WRITER_CLAIMS) of the reference dataset submitted as already verified, so the writer's
 // own cost per claim is the wall time per claim (it is the only serial
 // part). Use -benchtime=1x.
 func BenchmarkWriter(b *testing.B) {
 	d := storetest.Fixture(b, benchClaims())
 	n := min(200_000, d.N)
+	if v, err := strconv.Atoi(os.Getenv("METANODE_BENCH_WRITER_CLAIMS")); err == nil && v > 0 {
+		n = min(v, d.N)
+	}
 	dir := b.TempDir()
 	s := store.New(store.Config{TruthPath: filepath.Join(dir, "t.db"), CachePath: filepath.Join(dir, "c.db"),
 		Trust: store.TrustOpen, Logger: storetest.Logger(b, 8)})

@@ -25,6 +25,8 @@ const (
 // cachePageSize is the cache's page size (the truth file keeps SQLite's
 // default): measured on the reference dataset, 8 KiB pages cost the writer
 // about a tenth less CPU per claim than 4 KiB (16 KiB was no better).
+// Truth keeps 4 KiB: 8 KiB pages for truth measured no better (writer CPU
+// per claim over 500,000 claims 68.6 µs with 4 KiB, 70.9 µs with 8 KiB).
 const cachePageSize = 8192
 
 // dbKind selects the pragmas of one connection pool.
@@ -239,13 +241,8 @@ func prepareCache(ctx context.Context, c *sql.Conn) (bool, error) {
 			return false, nil
 		}
 	} else {
-		// Larger pages: the index of merged values takes random inserts,
-		// and a commit writes each dirty page with one system call. The
-		// page size of a WAL database is set before it holds anything.
-		for _, q := range []string{"PRAGMA journal_mode=DELETE", fmt.Sprintf("PRAGMA page_size=%d", cachePageSize), "VACUUM", "PRAGMA journal_mode=WAL"} {
-			if _, err := c.ExecContext(ctx, q); err != nil {
-				return false, fmt.Errorf("set cache page size: %w", err)
-			}
+		if err := setPageSize(ctx, c, cachePageSize); err != nil {
+			return false, fmt.Errorf("set cache page size: %w", err)
 		}
 	}
 	if _, err := c.ExecContext(ctx, cacheDDL); err != nil {
@@ -258,6 +255,19 @@ func prepareCache(ctx context.Context, c *sql.Conn) (bool, error) {
 		return false, fmt.Errorf("stamp cache: %w", err)
 	}
 	return true, nil
+}
+
+// setPageSize sets the page size of an empty database: a WAL database
+// cannot change it once it holds anything. Larger pages: random inserts
+// split pages less often, and a commit writes each dirty page with its own
+// system calls.
+func setPageSize(ctx context.Context, c *sql.Conn, size int) error {
+	for _, q := range []string{"PRAGMA journal_mode=DELETE", fmt.Sprintf("PRAGMA page_size=%d", size), "VACUUM", "PRAGMA journal_mode=WAL"} {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // removeDBFiles deletes a database and its WAL and shared-memory files.

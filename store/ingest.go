@@ -133,14 +133,9 @@ func (w *writer) truthPhase(b *batch, reqs []*request) error {
 		}
 	}
 	if w.lastSeq != startSeq {
-		for _, m := range [][2]string{
-			{"last_seq", strconv.FormatInt(w.lastSeq, 10)},
-			{"claims_live", strconv.FormatInt(w.live, 10)},
-			{"claims_tomb", strconv.FormatInt(w.tomb, 10)},
-		} {
-			if _, err := w.tSetMeta.exec(m[0], m[1]); err != nil {
-				return err
-			}
+		_, err := w.tSetCounts.exec(strconv.FormatInt(w.lastSeq, 10), strconv.FormatInt(w.live, 10), strconv.FormatInt(w.tomb, 10))
+		if err != nil {
+			return err
 		}
 	}
 	return w.t.exec("COMMIT")

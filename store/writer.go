@@ -82,9 +82,9 @@ type writer struct {
 	ev map[Stream]*evState
 
 	// truth statements
-	tSelRows, tSelRow, tSelCid, tUpsert, tInsPrincipal, tSetGroup, tSetMeta, tSetTrust *rawStmt
+	tSelRows, tSelRow, tSelCid, tUpsert, tInsPrincipal, tSetGroup, tSetMeta, tSetCounts, tSetTrust *rawStmt
 	// cache statements
-	cGet, cPut, cDel, cRange, cDelRange, cCBP, cSelCBP, cFTSIns, cFTSDel, cLocalBy, cLocalGet, cLocalPut, cLocalDel, cHay, cEvCut *rawStmt
+	cGet, cPut, cDel, cRange, cDelRange, cCBP, cSelCBP, cFTSIns, cFTSUpd, cFTSDel, cLocalBy, cLocalGet, cLocalPut, cLocalDel, cHay, cEvCut *rawStmt
 }
 
 // runWriter is the writer goroutine: it takes both connections for its
@@ -138,6 +138,9 @@ func (w *writer) prepare() error {
 		{&w.tInsPrincipal, &w.t, `INSERT INTO principal(uid) VALUES(?)`},
 		{&w.tSetGroup, &w.t, `INSERT INTO cid_group(cid, rid) VALUES(?, ?) ON CONFLICT(cid) DO UPDATE SET rid = excluded.rid`},
 		{&w.tSetMeta, &w.t, `INSERT INTO meta(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value`},
+		// One statement for the three counters every commit writes.
+		{&w.tSetCounts, &w.t, `INSERT INTO meta(name, value) VALUES('last_seq', ?), ('claims_live', ?), ('claims_tomb', ?)
+			ON CONFLICT(name) DO UPDATE SET value = excluded.value`},
 		{&w.tSetTrust, &w.t, `INSERT INTO trust(uid, state, note, added) VALUES(?, ?, ?, ?)
 			ON CONFLICT(uid) DO UPDATE SET state = excluded.state, note = excluded.note, added = excluded.added`},
 		{&w.cGet, &w.c, `SELECT v FROM kv WHERE k = ?`},
@@ -148,6 +151,7 @@ func (w *writer) prepare() error {
 		{&w.cCBP, &w.c, `INSERT OR IGNORE INTO claim_by_pid(pid, seq, cid, key) VALUES(?, ?, ?, ?)`},
 		{&w.cSelCBP, &w.c, `SELECT cid, key FROM claim_by_pid WHERE pid = ?`},
 		{&w.cFTSIns, &w.c, `INSERT INTO fts(rid, hay) VALUES(?, ?)`},
+		{&w.cFTSUpd, &w.c, `UPDATE fts SET hay = ? WHERE rowid = ?`},
 		{&w.cFTSDel, &w.c, `DELETE FROM fts WHERE rowid = ?`},
 		{&w.cLocalBy, &w.c, `SELECT path, size, mtime FROM local_file WHERE midhash = ? ORDER BY path LIMIT 1`},
 		{&w.cLocalGet, &w.c, `SELECT midhash, size FROM local_file WHERE path = ?`},
