@@ -191,8 +191,7 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.Usage()
+			if errors.Is(err, flag.ErrHelp) { // the flag package printed the help
 				return nil, errHelp
 			}
 			return nil, usagef(fs.Name(), "%v", err)

@@ -78,8 +78,8 @@ func TestRun_HelpAndUsage(t *testing.T) {
 	for _, args := range helps {
 		r := runCLI(t, env, nil, args...)
 		r.want(t, 0, args...)
-		if !strings.Contains(r.stdout, "Usage: metanode") {
-			t.Errorf("metanode %s: stdout %q, want a usage text", strings.Join(args, " "), r.stdout)
+		if n := strings.Count(r.stdout, "Usage: metanode"); n != 1 {
+			t.Errorf("metanode %s: %d usage texts in %q, want one", strings.Join(args, " "), n, r.stdout)
 		}
 	}
 	r = runCLI(t, env, nil, "serve", "--help")
