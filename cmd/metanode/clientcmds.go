@@ -126,6 +126,9 @@ func (c *cli) get(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return usagef("get", "want exactly one CID")
 	}
+	if err := store.CheckCID(pos[0]); err != nil {
+		return usagef("get", "%v", err)
+	}
 	cl, err := c.client(*base)
 	if err != nil {
 		return err

@@ -89,7 +89,7 @@ func TestRun_HelpAndUsage(t *testing.T) {
 		}
 	}
 	usage := [][]string{
-		{}, {"frobnicate"}, {"serve", "--bogus"}, {"serve", "extra"}, {"get"}, {"get", "a", "b"},
+		{}, {"frobnicate"}, {"serve", "--bogus"}, {"serve", "extra"}, {"get"}, {"get", "a", "b"}, {"get", "notacid"},
 		{"trust"}, {"trust", "add"}, {"trust", "add", "not-a-uid"}, {"trust", "wave"}, {"claim"},
 		{"claim", "sign"}, {"claim", "sign", "--signer", "k", "--cid", "c", "--key", "k"},
 		{"claim", "burn"}, {"bench"}, {"bench", "verify", "--claims", "0"}, {"keygen", "x"},
