@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/metanode/metanode/node"
 	"github.com/metanode/metanode/store"
@@ -99,5 +103,75 @@ func TestWriteSwarmKey(t *testing.T) {
 	}
 	if _, err := writeSwarmKey(t.TempDir(), "not a key"); err == nil {
 		t.Fatal("garbage key accepted")
+	}
+}
+
+// join into a private swarm, in process: the code's key lands in the data
+// directory, the config names the swarm, and the two nodes pair over the
+// pre-shared key.
+func TestRun_JoinPrivateSwarm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two nodes")
+	}
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "swarm.key")
+	key := "/key/swarm/psk/1.0.0/\n/base16/\n" + strings.Repeat("5a", 32) + "\n"
+	if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inviter := node.New(node.Config{DataDir: filepath.Join(dir, "a"), HTTPAddr: "127.0.0.1:0",
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, SwarmName: "family", SwarmKeyPath: keyFile,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := inviter.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer inviter.Close()
+	inv, err := inviter.Invite(ctx, time.Hour)
+	if err != nil || !inv.Private || inv.Swarm != "family" {
+		t.Fatalf("invite %+v: %v", inv, err)
+	}
+
+	b := filepath.Join(dir, "b")
+	stderr := &lockedBuffer{}
+	c := &cli{stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr, getenv: envMap(map[string]string{"HOME": dir})}
+	joinCtx, stop := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	go func() {
+		done <- c.run(joinCtx, []string{"join", inv.Code, "--data", b, "--http", "127.0.0.1:0",
+			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"})
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(stderr.String(), "joining: done") {
+		select {
+		case code := <-done:
+			t.Fatalf("join exited %d before pairing:\n%s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("join did not finish within a minute:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("join exit %d after its context ended:\n%s", code, stderr.String())
+	}
+
+	if got, err := os.ReadFile(filepath.Join(b, node.SwarmKeyFile)); err != nil || string(got) != key {
+		t.Fatalf("swarm key in the joiner's data dir: %q, %v", got, err)
+	}
+	cfg, _, err := LoadConfig(loadOptions{getenv: envMap(nil), flags: map[string][]string{"data": {b}}})
+	if err != nil || cfg.Swarm != "family" || cfg.SwarmKey != filepath.Join(b, node.SwarmKeyFile) || len(cfg.Bootstrap) == 0 {
+		t.Fatalf("joiner's config: swarm %q key %q bootstrap %v, %v", cfg.Swarm, cfg.SwarmKey, cfg.Bootstrap, err)
+	}
+	joiner, _, err := node.LoadOrCreateIdentity(filepath.Join(b, node.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inviter.Store().Trusted(joiner.UID()) {
+		t.Fatal("the inviter does not trust the joiner's node uid")
 	}
 }
