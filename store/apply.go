@@ -27,10 +27,8 @@ func (w *writer) applyPhase(b *batch, reqs []*request) error {
 			return err
 		}
 	}
-	for _, r := range b.cbp {
-		if _, err := w.cCBP.exec(r.pid, r.seq, r.cid, r.key); err != nil {
-			return err
-		}
+	if err := w.insertCBP(b.cbp); err != nil {
+		return err
 	}
 	for _, rid := range sortedKeys(b.created) {
 		if b.lost[rid] || b.full[rid] {
@@ -85,6 +83,15 @@ func (w *writer) applyPhase(b *batch, reqs []*request) error {
 		}
 	}
 	return w.finishCache(b)
+}
+
+// insertCBP adds claim_by_pid rows.
+func (w *writer) insertCBP(rows []cbpRow) error {
+	vals := make([]driver.Value, 0, 4*len(rows))
+	for _, r := range rows {
+		vals = append(vals, r.pid, r.seq, r.cid, r.key)
+	}
+	return execRows(w.cCBPN, w.cCBP, 4, vals)
 }
 
 // finishCache writes the search rows, counters, event bookkeeping and

@@ -30,6 +30,7 @@ type batch struct {
 	cbp     []cbpRow        // new claim_by_pid rows
 	sync    []syncOp        // sync set changes, in order
 	events  []streamEvent   // events written in this batch, for the subscribers
+	evRows  []driver.Value  // event rows (key, data) not yet written: they go in multi-row inserts
 	claims  int             // claims that reached the writer
 
 	startView    *trustView

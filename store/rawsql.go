@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // The writer talks to its two connections through the driver interfaces
@@ -174,4 +175,35 @@ func asID(v driver.Value) ID {
 		copy(id[:], b)
 	}
 	return id
+}
+
+// rowsPerStmt is how many rows one multi-row INSERT carries: a statement
+// execution costs about as much as a row's insert again (binding, the VM's
+// start and reset, the driver's calls), so appends of many rows go in
+// chunks.
+const rowsPerStmt = 64
+
+// multiValues returns "(?, ?), (?, ?), …": rows groups of width placeholders.
+func multiValues(rows, width int) string {
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + ")"
+	return strings.TrimSuffix(strings.Repeat(one+", ", rows), ", ")
+}
+
+// execRows inserts the rows in vals (width values each): full chunks with
+// multi (rowsPerStmt rows), the rest with single.
+func execRows(multi, single *rawStmt, width int, vals []driver.Value) error {
+	chunk := rowsPerStmt * width
+	for len(vals) >= chunk {
+		if _, err := multi.exec(vals[:chunk]...); err != nil {
+			return err
+		}
+		vals = vals[chunk:]
+	}
+	for len(vals) > 0 {
+		if _, err := single.exec(vals[:width]...); err != nil {
+			return err
+		}
+		vals = vals[width:]
+	}
+	return nil
 }

@@ -247,10 +247,8 @@ func (w *writer) catchUpFrom(ctx context.Context, applied int64) error {
 		return err
 	}
 	err = func() error {
-		for _, r := range b.cbp {
-			if _, err := w.cCBP.exec(r.pid, r.seq, r.cid, r.key); err != nil {
-				return err
-			}
+		if err := w.insertCBP(b.cbp); err != nil {
+			return err
 		}
 		for _, rid := range sortedKeys(b.full) {
 			if err := w.recompute(b, rid, true); err != nil {

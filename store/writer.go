@@ -84,7 +84,7 @@ type writer struct {
 	// truth statements
 	tSelRows, tSelRow, tSelCid, tUpsert, tInsPrincipal, tSetGroup, tSetMeta, tSetCounts, tSetTrust *rawStmt
 	// cache statements
-	cGet, cPut, cDel, cRange, cDelRange, cCBP, cSelCBP, cFTSIns, cFTSUpd, cFTSDel, cLocalBy, cLocalGet, cLocalPut, cLocalDel, cHay, cEvCut *rawStmt
+	cGet, cPut, cPutN, cDel, cRange, cDelRange, cCBP, cCBPN, cSelCBP, cFTSIns, cFTSUpd, cFTSDel, cLocalBy, cLocalGet, cLocalPut, cLocalDel, cHay, cEvCut *rawStmt
 }
 
 // runWriter is the writer goroutine: it takes both connections for its
@@ -145,10 +145,12 @@ func (w *writer) prepare() error {
 			ON CONFLICT(uid) DO UPDATE SET state = excluded.state, note = excluded.note, added = excluded.added`},
 		{&w.cGet, &w.c, `SELECT v FROM kv WHERE k = ?`},
 		{&w.cPut, &w.c, `INSERT INTO kv(k, v) VALUES(?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`},
+		{&w.cPutN, &w.c, `INSERT INTO kv(k, v) VALUES` + multiValues(rowsPerStmt, 2) + ` ON CONFLICT(k) DO UPDATE SET v = excluded.v`},
 		{&w.cDel, &w.c, `DELETE FROM kv WHERE k = ?`},
 		{&w.cRange, &w.c, `SELECT k, v FROM kv WHERE k >= ? AND k < ?`},
 		{&w.cDelRange, &w.c, `DELETE FROM kv WHERE k >= ? AND k < ?`},
 		{&w.cCBP, &w.c, `INSERT OR IGNORE INTO claim_by_pid(pid, seq, cid, key) VALUES(?, ?, ?, ?)`},
+		{&w.cCBPN, &w.c, `INSERT OR IGNORE INTO claim_by_pid(pid, seq, cid, key) VALUES` + multiValues(rowsPerStmt, 4)},
 		{&w.cSelCBP, &w.c, `SELECT cid, key FROM claim_by_pid WHERE pid = ?`},
 		{&w.cFTSIns, &w.c, `INSERT INTO fts(rid, hay) VALUES(?, ?)`},
 		{&w.cFTSUpd, &w.c, `UPDATE fts SET hay = ? WHERE rowid = ?`},
