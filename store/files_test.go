@@ -1,9 +1,11 @@
 package store_test
 
 import (
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/metanode/metanode/store"
@@ -170,5 +172,48 @@ func TestFiles_BadUpdates(t *testing.T) {
 	}
 	if st, _ := s.Stats(ctx); st.Records != 0 {
 		t.Fatal("a refused update made a record")
+	}
+}
+
+// A reset in the middle of one batch removes the file events written
+// before it in that batch too (event rows are buffered until the batch
+// ends or something deletes them).
+func TestFiles_ResetMidBatch(t *testing.T) {
+	tp, cp := paths(t)
+	s := open(t, store.Config{TruthPath: tp, CachePath: cp})
+	applyFiles(t, s,
+		store.FileUpdate{Op: store.FileAdd, File: lf("/f/before.mkv", storetest.MidhashCID(1), 10)},
+		store.FileUpdate{Op: store.FileReset},
+		store.FileUpdate{Op: store.FileAdd, File: lf("/f/after.mkv", storetest.MidhashCID(2), 20)},
+	)
+	sub, err := s.Subscribe(store.StreamFiles, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var got []string
+	for range 2 {
+		e := nextEvent(t, sub)
+		got = append(got, e.Type+" "+string(e.Data))
+	}
+	if !strings.HasPrefix(got[0], "reset ") || !strings.HasPrefix(got[1], "add ") || !strings.Contains(got[1], "after.mkv") {
+		t.Fatalf("file stream after a mid-batch reset: %q", got)
+	}
+	if locals, _ := s.LocalFiles(ctx); len(locals) != 1 || locals[0].Path != "/f/after.mkv" {
+		t.Fatalf("local files: %+v", locals)
+	}
+	// Replays start after the reset's horizon, so a leftover row would not
+	// show there: count the stream's rows in the cache file.
+	db, err := sql.Open("sqlite", "file:"+cp+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM kv WHERE k >= 'ev:file:events/' AND k < 'ev:file:events0'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("%d file event rows after a mid-batch reset, want 2 (reset, add)", n)
 	}
 }
