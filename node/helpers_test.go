@@ -56,18 +56,29 @@ func testConfig(t testing.TB, dir string) node.Config {
 // openNode opens a node and closes it when the test ends.
 func openNode(t testing.TB, cfg node.Config) *node.Node {
 	t.Helper()
-	n := node.New(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := n.Open(ctx); err != nil {
-		t.Fatalf("open node: %v", err)
-	}
+	n := openNodeNoCleanup(t, cfg)
 	t.Cleanup(func() {
 		if err := n.Close(); err != nil {
 			t.Errorf("close node: %v", err)
 		}
 	})
 	return n
+}
+
+// joinHome opens a node on cfg that bootstraps to a, and has the two trust
+// each other's node uid (pairing by hand).
+func joinHome(t *testing.T, a *node.Node, cfg node.Config) *node.Node {
+	t.Helper()
+	cfg.Bootstrap = a.Addrs()[:1]
+	b := openNode(t, cfg)
+	ctx := context.Background()
+	if err := a.Trust(ctx, b.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Trust(ctx, a.UID()); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // openNodeNoCleanup opens a node the caller closes.

@@ -236,15 +236,7 @@ func hasVouch(claims []store.Claim, by, target string, kind store.Kind) bool {
 func TestNode_TwoHomesShareClaims(t *testing.T) {
 	ctx := context.Background()
 	a := openNode(t, testConfig(t, dataDir(t, "a")))
-	cfg := testConfig(t, dataDir(t, "b"))
-	cfg.Bootstrap = a.Addrs()[:1]
-	b := openNode(t, cfg)
-	if err := a.Trust(ctx, b.UID()); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Trust(ctx, a.UID()); err != nil {
-		t.Fatal(err)
-	}
+	b := joinHome(t, a, testConfig(t, dataDir(t, "b")))
 	waitFor(t, 30*time.Second, "B connected to A", func() error {
 		st, _ := b.SwarmStatus(ctx)
 		if st.Peers < 1 {
@@ -285,15 +277,8 @@ func TestNode_InterestReplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(t, dataDir(t, "b"))
-	cfg.Bootstrap = a.Addrs()[:1]
 	cfg.Replicate = node.ReplicateInterest
-	b := openNode(t, cfg)
-	if err := a.Trust(ctx, b.UID()); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Trust(ctx, a.UID()); err != nil {
-		t.Fatal(err)
-	}
+	b := joinHome(t, a, cfg)
 	waitFor(t, 30*time.Second, "B trusts A's plugin", func() error {
 		if !b.Store().Trusted(pluginA.UID()) {
 			return errNo

@@ -63,18 +63,8 @@ func holdsNoneOf(t *testing.T, st *store.Store, what string, claims ...store.Cla
 // other's node uid.
 func pairedHomes(t *testing.T) (a, b *node.Node) {
 	t.Helper()
-	ctx := context.Background()
 	a = openNode(t, testConfig(t, dataDir(t, "a")))
-	cfg := testConfig(t, dataDir(t, "b"))
-	cfg.Bootstrap = a.Addrs()[:1]
-	b = openNode(t, cfg)
-	if err := a.Trust(ctx, b.UID()); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Trust(ctx, a.UID()); err != nil {
-		t.Fatal(err)
-	}
-	return a, b
+	return a, joinHome(t, a, testConfig(t, dataDir(t, "b")))
 }
 
 // TestTrust_StrangerIgnoredThenCaughtUp: home A holds a stranger's claims
@@ -95,15 +85,7 @@ func TestTrust_StrangerIgnoredThenCaughtUp(t *testing.T) {
 	submitAccepted(t, a, early)
 	submitAccepted(t, a, pluginA.Text(testCID(41), "title", "marker", ts))
 
-	cfg := testConfig(t, dataDir(t, "b"))
-	cfg.Bootstrap = a.Addrs()[:1]
-	b := openNode(t, cfg)
-	if err := a.Trust(ctx, b.UID()); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Trust(ctx, a.UID()); err != nil {
-		t.Fatal(err)
-	}
+	b := joinHome(t, a, testConfig(t, dataDir(t, "b")))
 	// The session that brought the marker offered the stranger's claim too.
 	waitFor(t, 30*time.Second, "A's plugin claim on B by sync", func() error {
 		return hasField(ctx, b.Store(), testCID(41), "title", "marker")

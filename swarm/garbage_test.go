@@ -27,16 +27,7 @@ func TestGarbage_StreamProtocols(t *testing.T) {
 	victim := newNode(t, nodeOpt{mn: mn})
 	w, _ := store.GenerateSigner()
 	victim.submit(t, signMany(w, 0, 20, uint64(time.Now().UnixMilli())-1000))
-	attacker, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.LinkPeers(attacker.ID(), victim.id); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.ConnectPeers(attacker.ID(), victim.id); err != nil {
-		t.Fatal(err)
-	}
+	attacker := attackerOf(t, mn, victim)
 	r := rand.New(rand.NewPCG(1, 2))
 	random := make([]byte, 4096)
 	for i := range random {

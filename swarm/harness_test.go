@@ -15,6 +15,7 @@ import (
 	"time"
 
 	gocid "github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
@@ -138,6 +139,23 @@ func newMocknet(t testing.TB) mocknet.Mocknet {
 	mn := mocknet.New()
 	t.Cleanup(func() { _ = mn.Close() })
 	return mn
+}
+
+// attackerOf adds a bare mocknet host (no metanode behind it) connected to
+// victim, for tests that write raw streams.
+func attackerOf(t testing.TB, mn mocknet.Mocknet, victim *node) host.Host {
+	t.Helper()
+	h, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.LinkPeers(h.ID(), victim.id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.ConnectPeers(h.ID(), victim.id); err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // linkConnect links and connects two mocknet nodes.

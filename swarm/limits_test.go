@@ -47,16 +47,7 @@ func TestGossip_SignerRateLimit(t *testing.T) {
 func TestSync_SessionsPerPeer(t *testing.T) {
 	mn := newMocknet(t)
 	victim := newNode(t, nodeOpt{mn: mn})
-	attacker, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.LinkPeers(attacker.ID(), victim.id); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.ConnectPeers(attacker.ID(), victim.id); err != nil {
-		t.Fatal(err)
-	}
+	attacker := attackerOf(t, mn, victim)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for i := range 2 { // two idle sessions: they hold their slots
