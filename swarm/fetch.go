@@ -26,19 +26,9 @@ const (
 	lookupFallback  = 8 // connected peers asked when the DHT knows no provider
 )
 
-// handleFetch answers one FETCH request: the shared claims of each cid's
+// serveFetch answers one FETCH request: the shared claims of each cid's
 // group, deduplicated, in CLAIMS frames, then END.
-func (s *Swarm) handleFetch(st network.Stream) {
-	if !s.enterHandler() {
-		_ = st.Reset()
-		return
-	}
-	defer s.handlers.Done()
-	ctx, cancel := context.WithTimeout(s.ctx, fetchTimeout)
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() { _ = st.Reset() })
-	defer stop()
-	_ = st.SetDeadline(time.Now().Add(fetchTimeout))
+func (s *Swarm) serveFetch(ctx context.Context, st network.Stream) {
 	p := st.Conn().RemotePeer()
 	fr := newFrameReader(st)
 	frame, err := fr.next()

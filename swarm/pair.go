@@ -186,18 +186,8 @@ func decodePair(frame []byte) ([]byte, error) {
 	return append([]byte(nil), tok...), nil
 }
 
-// handlePair answers one PAIR request through Config.OnPair.
-func (s *Swarm) handlePair(st network.Stream) {
-	if !s.enterHandler() {
-		_ = st.Reset()
-		return
-	}
-	defer s.handlers.Done()
-	ctx, cancel := context.WithTimeout(s.ctx, pairTimeout)
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() { _ = st.Reset() })
-	defer stop()
-	_ = st.SetDeadline(time.Now().Add(pairTimeout))
+// servePair answers one PAIR request through Config.OnPair.
+func (s *Swarm) servePair(ctx context.Context, st network.Stream) {
 	p := st.Conn().RemotePeer()
 	frame, err := newFrameReader(st).next()
 	if err == nil && frame[0] != framePair {

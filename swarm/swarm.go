@@ -286,8 +286,8 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 		return err
 	}
 	s.host.SetStreamHandler(ProtocolSync, s.handleSync)
-	s.host.SetStreamHandler(ProtocolFetch, s.handleFetch)
-	s.host.SetStreamHandler(ProtocolPair, s.handlePair)
+	s.host.SetStreamHandler(ProtocolFetch, s.bounded(fetchTimeout, s.serveFetch))
+	s.host.SetStreamHandler(ProtocolPair, s.bounded(pairTimeout, s.servePair))
 	if err := s.openDHT(); err != nil {
 		return err
 	}
@@ -392,6 +392,24 @@ func (s *Swarm) shutdown() error {
 func (s *Swarm) isOpen() bool { return s.state.Load() == 1 }
 
 // enterHandler counts a stream handler in; false once Close has begun.
+// bounded makes a handler for a one-request stream protocol: Close waits
+// for it, and the stream is reset when the swarm closes or timeout passes.
+func (s *Swarm) bounded(timeout time.Duration, serve func(context.Context, network.Stream)) network.StreamHandler {
+	return func(st network.Stream) {
+		if !s.enterHandler() {
+			_ = st.Reset()
+			return
+		}
+		defer s.handlers.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, timeout)
+		defer cancel()
+		stop := context.AfterFunc(ctx, func() { _ = st.Reset() })
+		defer stop()
+		_ = st.SetDeadline(time.Now().Add(timeout))
+		serve(ctx, st)
+	}
+}
+
 func (s *Swarm) enterHandler() bool {
 	s.hmu.Lock()
 	defer s.hmu.Unlock()
