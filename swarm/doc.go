@@ -13,8 +13,12 @@
 // sync scheduler (owns the sync sessions it starts, at most a few at a
 // time), the DHT provider (rate-bounded), the bootstrap redialer and the
 // connector (mDNS peers, blocked peers). libp2p runs the stream handlers
-// (inbound sync and fetch sessions, bounded by a semaphore) and the topic
-// validator on its own goroutines. Close cancels the context, waits for
+// (inbound sync sessions, bounded in all and per peer; fetch and pair
+// requests, bounded in time) and the topic validator on its own goroutines;
+// Close waits for the handlers too. The validator submits to the Store
+// itself only for a message that carries a vouch for a signer of the same
+// message (one synchronous commit); other verified gossip goes through the
+// store workers. Close cancels the context, waits for
 // every loop, then closes the DHT, pubsub and the host it built, in that
 // order. Shared state (penalties, refused claims, per-peer figures) sits
 // behind small mutexes; nothing holds a lock across I/O.
