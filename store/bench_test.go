@@ -247,13 +247,7 @@ func BenchmarkWriter(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("METANODE_BENCH_WRITER_CLAIMS")); err == nil && v > 0 {
 		n = min(v, d.N)
 	}
-	dir := b.TempDir()
-	s := store.New(store.Config{TruthPath: filepath.Join(dir, "t.db"), CachePath: filepath.Join(dir, "c.db"),
-		Trust: store.TrustOpen, Logger: storetest.Logger(b, 8)})
-	if err := s.Open(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := storetest.Open(b, store.Config{Logger: storetest.Logger(b, 8)})
 	var all [][]store.Claim
 	seen := 0
 	_ = d.Each(1000, func(cs []store.Claim) error {
@@ -302,13 +296,7 @@ func BenchmarkWriter(b *testing.B) {
 // writer. Use -benchtime=1x.
 func BenchmarkCommitOne(b *testing.B) {
 	d := storetest.Fixture(b, min(benchClaims(), 20_000))
-	dir := b.TempDir()
-	s := store.New(store.Config{TruthPath: filepath.Join(dir, "t.db"), CachePath: filepath.Join(dir, "c.db"),
-		Trust: store.TrustOpen, Logger: storetest.Logger(b, 8)})
-	if err := s.Open(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := storetest.Open(b, store.Config{Logger: storetest.Logger(b, 8)})
 	const ones = 2000
 	var all []store.Claim
 	_ = d.Each(1000, func(cs []store.Claim) error {

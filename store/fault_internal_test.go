@@ -8,18 +8,26 @@ import (
 	"testing"
 )
 
+// openQuiet opens an open-trust store in a temporary directory, closed
+// when the test ends.
+func openQuiet(t *testing.T) *Store {
+	t.Helper()
+	dir := t.TempDir()
+	s := New(Config{TruthPath: filepath.Join(dir, "t.db"), CachePath: filepath.Join(dir, "c.db"), Trust: TrustOpen,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err := s.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // TestWriterFaults: a failed truth transaction stores nothing and leaves
 // the writer's memory as truth says; a failed cache transaction leaves the
 // claims durable but unacknowledged, and the next batch catches the cache up.
 func TestWriterFaults(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s := New(Config{TruthPath: filepath.Join(dir, "t.db"), CachePath: filepath.Join(dir, "c.db"), Trust: TrustOpen,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err := s.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openQuiet(t)
 	sg, _ := GenerateSigner()
 	boom := errors.New("disk on fire")
 	once := func(err error) func() error {
@@ -67,13 +75,7 @@ func TestWriterFaults(t *testing.T) {
 // out until the catch-up commits.
 func TestSyncSetAfterCacheCommit(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s := New(Config{TruthPath: filepath.Join(dir, "t.db"), CachePath: filepath.Join(dir, "c.db"), Trust: TrustOpen,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err := s.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openQuiet(t)
 	<-s.SyncReady()
 	sg, _ := GenerateSigner()
 	item := func(c Claim) SyncItem { return SyncItem{TS: c.TS, ID: c.ID()} }

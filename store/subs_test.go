@@ -125,14 +125,7 @@ func TestSubscribe_StalledResumesGapFree(t *testing.T) {
 		addFiles(t, s, i*bound, bound)
 	}
 	waitDropped(t, stalled)
-	kept := 0
-	var last string
-	for e := range stalled.C {
-		if want := fmt.Sprintf("/files/f%06d.mkv", kept); eventKey(t, e) != want {
-			t.Fatalf("kept event %d is %s, want %s", kept, e.Data, want)
-		}
-		kept, last = kept+1, e.ID
-	}
+	kept, last := drainInOrder(t, stalled)
 	if kept != bound {
 		t.Fatalf("kept %d events, want %d", kept, bound)
 	}
@@ -162,14 +155,7 @@ func TestSubscribe_TrimmedPumpIsDropped(t *testing.T) {
 		addFiles(t, s, 50+i*50, 50)
 	}
 	waitDropped(t, replay)
-	got := 0
-	var last string
-	for e := range replay.C {
-		if want := fmt.Sprintf("/files/f%06d.mkv", got); eventKey(t, e) != want {
-			t.Fatalf("event %d is %s, want %s", got, e.Data, want)
-		}
-		got, last = got+1, e.ID
-	}
+	got, last := drainInOrder(t, replay)
 	if got < 16 || got > 50 {
 		t.Fatalf("got %d events before the drop", got)
 	}
@@ -185,4 +171,17 @@ func TestSubscribe_TrimmedPumpIsDropped(t *testing.T) {
 	if first.ID != resumed.Gap.ResumeFrom {
 		t.Fatalf("resumed at %s, gap says %s", first.ID, resumed.Gap.ResumeFrom)
 	}
+}
+
+// drainInOrder reads what a dropped subscription still holds: file events
+// for f000000, f000001, … in order. It returns their count and the last id.
+func drainInOrder(t *testing.T, sub *store.Subscription) (n int, last string) {
+	t.Helper()
+	for e := range sub.C {
+		if want := fmt.Sprintf("/files/f%06d.mkv", n); eventKey(t, e) != want {
+			t.Fatalf("event %d is %s, want %s", n, e.Data, want)
+		}
+		n, last = n+1, e.ID
+	}
+	return n, last
 }
