@@ -13,16 +13,18 @@ import (
 // Slugs of the error envelope (http-api.md "Errors") that are not store
 // sentinels' own.
 const (
-	SlugSchemaViolation    = "schema_violation"
-	SlugUnknownRoot        = "unknown_root"
-	SlugUnknownCID         = "unknown_cid"
-	SlugAliasCollision     = "alias_collision"
-	SlugTooLarge           = "too_large"
-	SlugStorageUnavailable = "storage_unavailable"
-	SlugInternal           = "internal"
-	SlugGone               = "gone"
-	SlugBadUID             = "bad_uid"
-	SlugMethodNotAllowed   = "method_not_allowed"
+	SlugSchemaViolation     = "schema_violation"
+	SlugUnknownRoot         = "unknown_root"
+	SlugUnknownCID          = "unknown_cid"
+	SlugAliasCollision      = "alias_collision"
+	SlugTooLarge            = "too_large"
+	SlugStorageUnavailable  = "storage_unavailable"
+	SlugInternal            = "internal"
+	SlugGone                = "gone"
+	SlugBadUID              = "bad_uid"
+	SlugMethodNotAllowed    = "method_not_allowed"
+	SlugRangeNotSatisfiable = "range_not_satisfiable" // GET /file/{cid} with a Range past the end
+	SlugPreconditionFailed  = "precondition_failed"   // GET /file/{cid} with an If-Match that fails
 )
 
 // ErrClosed is returned by a second Server.Close.
@@ -93,6 +95,10 @@ func defaultSlug(status int) string {
 		return SlugGone
 	case http.StatusMethodNotAllowed:
 		return SlugMethodNotAllowed
+	case http.StatusRequestedRangeNotSatisfiable:
+		return SlugRangeNotSatisfiable
+	case http.StatusPreconditionFailed:
+		return SlugPreconditionFailed
 	case http.StatusServiceUnavailable:
 		return SlugStorageUnavailable
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"os"
@@ -169,9 +170,56 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) error {
 	if ct := mime.TypeByExtension(filepath.Ext(info.Name())); ct != "" {
 		w.Header().Set("Content-Type", ct)
 	}
-	http.ServeContent(w, r, info.Name(), info.ModTime(), f)
+	cw := &contentWriter{ResponseWriter: w}
+	http.ServeContent(cw, r, info.Name(), info.ModTime(), f)
+	if cw.failed != 0 { // a 416 or 412: answer it like every other error
+		return errorf(cw.failed, "%s", strings.TrimSpace(string(cw.msg)))
+	}
 	return nil
 }
+
+// contentWriter passes http.ServeContent's answers through except its
+// refusals (416, 412), which it writes as text/plain: those it holds back,
+// with their message, so the handler can answer with the error envelope.
+// Headers ServeContent set for them (Content-Range: bytes */size) stay.
+type contentWriter struct {
+	http.ResponseWriter
+	failed int    // the refused status, 0 while all is well
+	msg    []byte // its text, bounded
+}
+
+func (w *contentWriter) WriteHeader(code int) {
+	if code >= 400 {
+		w.failed = code
+		w.Header().Del("Content-Length")
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *contentWriter) Write(b []byte) (int, error) {
+	if w.failed != 0 {
+		if room := 512 - len(w.msg); room > 0 {
+			w.msg = append(w.msg, b[:min(len(b), room)]...)
+		}
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// ReadFrom keeps sendfile (ServeContent copies through it).
+func (w *contentWriter) ReadFrom(src io.Reader) (int64, error) {
+	if w.failed != 0 {
+		return io.Copy(io.Discard, src)
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(w.ResponseWriter, src)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *contentWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) error {
 	lf, err := s.cfg.Store.LocalFileForCID(r.Context(), r.PathValue("cid"))

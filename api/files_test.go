@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/metanode/metanode/api"
 	"github.com/metanode/metanode/store"
@@ -80,9 +81,16 @@ func TestFileServing(t *testing.T) {
 	if a.status != http.StatusPartialContent || string(a.body) != "2345" || a.header.Get("Content-Range") != "bytes 2-5/20" {
 		t.Errorf("range: %d %q %v", a.status, a.body, a.header)
 	}
+	// ServeContent's own refusals get the envelope too, not its text/plain.
 	a = e.do(http.MethodGet, "/file/"+r.CID, nil, "Range", "bytes=100-200")
-	if a.status != http.StatusRequestedRangeNotSatisfiable {
-		t.Errorf("range past the end: %d", a.status)
+	a.wantError(t, http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable")
+	if a.header.Get("Content-Range") != "bytes */20" {
+		t.Errorf("range past the end: Content-Range %q, want bytes */20", a.header.Get("Content-Range"))
+	}
+	e.do(http.MethodGet, "/file/"+r.CID, nil, "If-Match", `"other"`).wantError(t, http.StatusPreconditionFailed, "precondition_failed")
+	a = e.do(http.MethodGet, "/file/"+r.CID, nil, "If-Modified-Since", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
+	if a.status != http.StatusNotModified || len(a.body) != 0 {
+		t.Errorf("not modified: %d %q", a.status, a.body)
 	}
 	e.get("/file/"+cidC).wantError(t, 404, "unknown_cid")
 
