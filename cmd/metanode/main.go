@@ -187,11 +187,17 @@ func (c *cli) flagSet(name, synopsis, about string) *flag.FlagSet {
 
 // parse parses flags, interleaved with positional arguments (Go's flag
 // package stops at the first positional one), and returns the positionals.
+// The help goes to stdout only when asked for: the flag package calls Usage
+// on every bad flag too, and stdout is a script's data.
 func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	help := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = help }()
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) { // the flag package printed the help
+			if errors.Is(err, flag.ErrHelp) {
+				help()
 				return nil, errHelp
 			}
 			return nil, usagef(fs.Name(), "%v", err)

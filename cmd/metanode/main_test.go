@@ -95,12 +95,18 @@ func TestRun_HelpAndUsage(t *testing.T) {
 		{"claim", "burn"}, {"bench"}, {"bench", "verify", "--claims", "0"}, {"keygen", "x"},
 		{"status", "--api", "ftp://x"}, {"id", "extra"},
 		{"bench", "swarm", "--only", "fast"}, {"bench", "swarm", "--nodes", "1"},
+		{"get", "--bogus", "x"}, {"health", "--wait", "soon"}, {"claim", "sign", "--ts", "yesterday"},
 	}
 	for _, args := range usage {
 		r := runCLI(t, env, nil, args...)
 		r.want(t, 2, args...)
 		if r.stderr == "" {
 			t.Errorf("metanode %s: no message", strings.Join(args, " "))
+		}
+		// stdout is a script's data: a usage error leaves it empty (the
+		// help is one --help away, as the message says).
+		if r.stdout != "" {
+			t.Errorf("metanode %s: a usage error wrote to stdout: %q", strings.Join(args, " "), r.stdout)
 		}
 	}
 }
