@@ -96,6 +96,9 @@ func TestRun_HelpAndUsage(t *testing.T) {
 		{"status", "--api", "ftp://x"}, {"id", "extra"},
 		{"bench", "swarm", "--only", "fast"}, {"bench", "swarm", "--nodes", "1"},
 		{"get", "--bogus", "x"}, {"health", "--wait", "soon"}, {"claim", "sign", "--ts", "yesterday"},
+		// A bad value of a setting given as a flag is a usage error too.
+		{"serve", "--trust", "bogus"}, {"serve", "--max-conns", "x"}, {"serve", "--http", "nine"},
+		{"serve", "--profile", "bootstrap", "--files", "/srv"}, {"init", "--data", ""}, {"id", "--listen", "tcp://x"},
 	}
 	for _, args := range usage {
 		r := runCLI(t, env, nil, args...)
@@ -107,6 +110,30 @@ func TestRun_HelpAndUsage(t *testing.T) {
 		// help is one --help away, as the message says).
 		if r.stdout != "" {
 			t.Errorf("metanode %s: a usage error wrote to stdout: %q", strings.Join(args, " "), r.stdout)
+		}
+	}
+}
+
+// TestRun_ConfigErrorNotFromFlags: the same bad value from the environment
+// or the config file is an error of the setup, not of the command line.
+func TestRun_ConfigErrorNotFromFlags(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "c.yml")
+	if err := os.WriteFile(conf, []byte("trust: bogus\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{map[string]string{"HOME": dir, "METANODE_TRUST": "bogus"}, []string{"serve"}},
+		{map[string]string{"HOME": dir, "METANODE_MAX_CONNS": "x"}, []string{"serve"}},
+		{map[string]string{"HOME": dir}, []string{"serve", "--config", conf}},
+	} {
+		r := runCLI(t, tc.env, nil, tc.args...)
+		r.want(t, 1, tc.args...)
+		if !strings.Contains(r.stderr, "config ") || r.stdout != "" {
+			t.Errorf("%v: stdout %q stderr %q", tc.args, r.stdout, r.stderr)
 		}
 	}
 }

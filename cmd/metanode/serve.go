@@ -61,8 +61,18 @@ func configFlags(fs *flag.FlagSet, names ...string) (vals map[string][]string, c
 	return vals, configPath
 }
 
+// loadConfig loads the configuration with the command's flags. A bad value
+// of a setting given as a flag is a usage error (exit 2); from the
+// environment or the file it is an error of the setup (exit 1).
 func (c *cli) loadConfig(vals map[string][]string, configPath string) (Config, configLayers, error) {
-	return LoadConfig(loadOptions{getenv: c.getenv, configPath: configPath, flags: vals})
+	cfg, layers, err := LoadConfig(loadOptions{getenv: c.getenv, configPath: configPath, flags: vals})
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		if _, byFlag := vals[ce.Field]; byFlag {
+			return cfg, layers, &usageError{msg: err.Error()}
+		}
+	}
+	return cfg, layers, err
 }
 
 func (c *cli) serve(ctx context.Context, args []string) error {
