@@ -21,6 +21,7 @@ const (
 	flushAt       = 32 << 10 // bytes of frames buffered before a write during a snapshot
 	maxBatch      = 256      // events drained from the subscription per write
 	keepAliveLine = ":keep-alive\n\n"
+	gapReason     = "retention" // the gap frame's reason, as upstream sends it
 )
 
 // appendFrame appends one SSE frame. id and typ lose any line break (they
@@ -147,7 +148,11 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 
 	buf := make([]byte, 0, 4096)
 	if sub.Gap != nil {
-		data, _ := json.Marshal(sub.Gap)
+		// Upstream's reason, the one value consumers have seen; the store's
+		// own wording is for people.
+		g := *sub.Gap
+		g.Reason = gapReason
+		data, _ := json.Marshal(g)
 		if err := out.write(appendFrame(buf[:0], "", "gap", data)); err != nil {
 			return err
 		}

@@ -270,10 +270,12 @@ func TestSSE_Gap(t *testing.T) {
 		t.Fatalf("first frame %+v, want a gap without id", gap)
 	}
 	var g struct{ Requested, ResumeFrom, Reason string }
-	if err := json.Unmarshal(gap.Data, &g); err != nil || g.Requested != first.ID || g.ResumeFrom <= first.ID || g.Reason == "" {
+	if err := json.Unmarshal(gap.Data, &g); err != nil || g.Requested != first.ID || g.ResumeFrom <= first.ID || g.Reason != "retention" {
 		t.Errorf("gap data %s (%v)", gap.Data, err)
 	}
-	if !strings.Contains(string(gap.Data), `"resumeFrom"`) {
+	// Upstream's frame, byte for byte in its keys and reason.
+	if !strings.HasPrefix(string(gap.Data), `{"requested":`) || !strings.HasSuffix(string(gap.Data), `,"reason":"retention"}`) ||
+		!strings.Contains(string(gap.Data), `"resumeFrom"`) {
 		t.Errorf("gap data field names: %s", gap.Data)
 	}
 	if ev := s.next(t); ev.ID != g.ResumeFrom {
