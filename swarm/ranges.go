@@ -12,6 +12,7 @@ const (
 	modeSkip        byte = 0 // nothing to do in this range
 	modeFingerprint byte = 1 // count and fingerprint of the sender's items
 	modeIDList      byte = 2 // every item of the sender in the range, as short ids
+	modeSketch      byte = 3 // count and a RIBLT sketch of the sender's items (sketch.go)
 )
 
 // shortIDBytes is how much of a claim id names it inside one range: with
@@ -88,7 +89,12 @@ type rangeEntry struct {
 	count uint64
 	fp    wireFP
 	ids   []shortID
+	syms  []codedSym
 }
+
+// symBytes is the least encoded size of a coded symbol: count, offset sum,
+// prefix sum, checksum.
+const symBytes = 1 + 1 + shortIDBytes + 8
 
 // rangeEncoder appends range entries to RANGES frames, carrying the bound
 // delta state across the frames of one turn.
@@ -125,6 +131,16 @@ func (e *rangeEncoder) appendEntry(b []byte, lowerTS uint64, r *rangeEntry) []by
 			b = append(b, s.pre[:]...)
 			prev = s.ts
 		}
+	case modeSketch:
+		b = binary.AppendUvarint(b, r.count)
+		b = binary.AppendUvarint(b, uint64(len(r.syms)))
+		for i := range r.syms {
+			c := &r.syms[i]
+			b = binary.AppendVarint(b, c.count)
+			b = binary.AppendUvarint(b, c.sum.off)
+			b = append(b, c.sum.pre[:]...)
+			b = binary.LittleEndian.AppendUint64(b, c.chk)
+		}
 	}
 	return b
 }
@@ -137,6 +153,8 @@ func entrySize(r *rangeEntry) int {
 		n += binary.MaxVarintLen64 + len(r.fp)
 	case modeIDList:
 		n += binary.MaxVarintLen64 + len(r.ids)*(binary.MaxVarintLen64+shortIDBytes)
+	case modeSketch:
+		n += 2*binary.MaxVarintLen64 + len(r.syms)*(2*binary.MaxVarintLen64+shortIDBytes+8)
 	}
 	return n
 }
@@ -246,6 +264,24 @@ func (rd *rangeDecoder) decode(frame []byte) ([]rangeEntry, error) {
 				}
 				r.ids = append(r.ids, s)
 				prev = s.ts
+			}
+		case modeSketch:
+			r.count = d.uvarint()
+			k := d.count(symBytes)
+			if d.err == nil && (k == 0 || k > maxSketchSyms) {
+				d.fail("sketch of %d symbols", k)
+				break
+			}
+			r.syms = make([]codedSym, k)
+			for i := range r.syms {
+				c := &r.syms[i]
+				c.count = d.varint()
+				c.sum.off = d.uvarint()
+				copy(c.sum.pre[:], d.bytes(shortIDBytes))
+				c.chk = d.uint64()
+				if d.err != nil {
+					break
+				}
 			}
 		default:
 			d.fail("unknown range mode %d", r.mode)

@@ -125,10 +125,11 @@ type turnPlan struct {
 func (p *turnPlan) final() bool { return len(p.ranges) == 0 && len(p.wants) == 0 }
 
 type reconciler struct {
-	view setView
-	p    reconcileParams
-	push bool // the peer accepts claims
-	want bool // this side accepts claims
+	view   setView
+	p      reconcileParams
+	push   bool // the peer accepts claims
+	want   bool // this side accepts claims
+	sketch bool // the peer reads sketch ranges
 }
 
 // rangeOut builds a turn's ranges: skips are implicit and coalesced, only a
@@ -244,10 +245,12 @@ func (r *reconciler) respond(in []rangeEntry) turnPlan {
 				o.add(lo, r.fingerprint(lo, store.MaxSyncItem))
 				deferred = true
 			default:
-				r.describe(&o, lo, hi, m, r.p.split)
+				r.describeOrSketch(&o, lo, hi, m, int(min(e.count, math.MaxInt32)))
 			}
 		case modeIDList:
 			r.resolve(&plan, lo, hi, e.ids)
+		case modeSketch:
+			r.answerSketch(&plan, &o, lo, hi, &e, deferred)
 		}
 		lo = hi
 	}

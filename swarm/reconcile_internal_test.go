@@ -19,13 +19,14 @@ func newSimSide(items []store.SyncItem, extra []store.SyncItem, p reconcileParam
 	set := store.NewSyncSet()
 	set.Load(items)
 	slices.SortFunc(extra, store.SyncItem.Compare)
-	return &simSide{set: set, rec: reconciler{view: setView{set: set, extra: extra}, p: p, push: true, want: true}}
+	return &simSide{set: set, rec: reconciler{view: setView{set: set, extra: extra}, p: p, push: true, want: true, sketch: true}}
 }
 
 type simResult struct {
 	turns    int
 	overhead int // bytes of RANGES and WANT frames with their length prefixes
 	moved    int // items transferred (claims in a real session)
+	sketches int // sketch entries sent
 }
 
 // transfer returns the items x sends in a turn: what the peer asked for,
@@ -62,6 +63,11 @@ func wireTurn(t testing.TB, plan turnPlan, res *simResult) ([]rangeEntry, []shor
 			t.Fatalf("decode own ranges: %v", err)
 		}
 		got = append(got, rs...)
+	}
+	for _, e := range got {
+		if e.mode == modeSketch {
+			res.sketches++
+		}
 	}
 	wants := slices.Clone(plan.wants)
 	slices.SortFunc(wants, shortID.compare)
@@ -156,6 +162,7 @@ func TestReconcile_Converges(t *testing.T) {
 		{name: "OneMissingHere", common: 20000, onlyB: 1, wantMaxTurns: 6},
 		{name: "OneMissingThere", common: 20000, onlyA: 1, wantMaxTurns: 7},
 		{name: "ScatteredBothWays", common: 20000, onlyA: 300, onlyB: 200, wantMaxTurns: 8},
+		{name: "HeavyBothWays", common: 3000, onlyA: 1500, onlyB: 1500, wantMaxTurns: 10},
 		{name: "SmallSets", common: 5, onlyA: 3, onlyB: 4, wantMaxTurns: 4},
 		{name: "SameTimestamp", common: 5000, onlyA: 50, onlyB: 70, sameTS: true, wantMaxTurns: 8},
 	}
@@ -200,6 +207,28 @@ func TestReconcile_RefusedCountAsHeld(t *testing.T) {
 	res = simulate(t, b, a)
 	if res.moved != 0 || res.turns != 2 {
 		t.Fatalf("reverse: moved %d in %d turns", res.moved, res.turns)
+	}
+}
+
+// TestReconcile_PeerWithoutSketches: a peer that did not announce sketch
+// support (an older node) gets none, and the session still converges.
+func TestReconcile_PeerWithoutSketches(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 1))
+	common := randItems(r, 20000, 1, 1e9)
+	onlyA, onlyB := randItems(r, 200, 1, 1e9), randItems(r, 200, 1, 1e9)
+	for _, sketch := range []bool{false, true} {
+		a := newSimSide(append(slices.Clone(common), onlyA...), nil, defaultReconcileParams)
+		b := newSimSide(append(slices.Clone(common), onlyB...), nil, defaultReconcileParams)
+		a.rec.sketch, b.rec.sketch = sketch, sketch
+		res := simulate(t, a, b)
+		sameSets(t, a.set, b.set)
+		if res.moved != 400 {
+			t.Fatalf("sketches %v: moved %d, want 400", sketch, res.moved)
+		}
+		if (res.sketches > 0) != sketch {
+			t.Fatalf("sketches %v: %d sketch entries sent", sketch, res.sketches)
+		}
+		t.Logf("sketches %v: %d turns, %d B", sketch, res.turns, res.overhead)
 	}
 }
 
@@ -256,7 +285,7 @@ func TestReconcile_Million(t *testing.T) {
 		maxTurns, maxOvh int
 	}{
 		{"OneDiff", 1, false, 6, 4096},
-		{"10kScattered", 10000, false, 12, 0},
+		{"10kScattered", 10000, false, 12, 100 * 10000},
 		{"10kRecent", 10000, true, 10, 100 * 10000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -94,7 +94,7 @@ func (s *Swarm) newSession(ctx context.Context, st network.Stream, initiator boo
 }
 
 func (ss *session) localHello() hello {
-	var flags uint64
+	flags := flagSketch
 	if !ss.rec.want {
 		flags |= flagNoPush
 	}
@@ -102,6 +102,7 @@ func (ss *session) localHello() hello {
 }
 
 func (ss *session) applyHello(h hello) {
+	ss.rec.sketch = h.flags&flagSketch != 0
 	if h.flags&flagNoPush != 0 {
 		ss.rec.push = false
 		ss.stats.NoPushToPeer = true

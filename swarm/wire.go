@@ -186,6 +186,21 @@ func (d *dec) byte() byte {
 	return v[0]
 }
 
+// varint reads a zigzag-encoded signed varint.
+func (d *dec) varint() int64 {
+	u := d.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
+}
+
+// uint64 reads 8 little-endian bytes.
+func (d *dec) uint64() uint64 {
+	v := d.bytes(8)
+	if v == nil {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(v)
+}
+
 // count reads a list length and checks it against the bytes left, given the
 // least size of one element, so a forged count cannot force a big allocation.
 func (d *dec) count(minElem int) int {
@@ -211,6 +226,9 @@ const (
 	// flagNoPush: do not send me claims (an interest-mode node keeps only
 	// claims about its own cids and fetches those itself).
 	flagNoPush uint64 = 1 << 0
+	// flagSketch: I read sketch ranges (modeSketch); without it a peer gets
+	// fingerprints and id lists only.
+	flagSketch uint64 = 1 << 1
 )
 
 type hello struct {

@@ -106,8 +106,16 @@ func TestRanges_RoundTrip(t *testing.T) {
 	slices.SortFunc(items, store.SyncItem.Compare)
 	var entries []rangeEntry
 	for i := 0; i+3 < len(items); i += 4 {
-		e := rangeEntry{upper: items[i+3], mode: byte(i/4) % 3}
+		e := rangeEntry{upper: items[i+3], mode: byte(i/4) % 4}
 		switch e.mode {
+		case modeSketch:
+			e.count = uint64(i)
+			var lo uint64
+			if i > 0 {
+				lo = items[i-1].TS
+			}
+			e.syms = buildSketch(items[i:i+3], lo, 1+i%5)
+			e.syms[0].count = -int64(i) // negative counts travel too
 		case modeFingerprint:
 			e.count = uint64(i)
 			e.fp[0] = byte(i)
@@ -133,7 +141,7 @@ func TestRanges_RoundTrip(t *testing.T) {
 	}
 	for i := range got {
 		e, g := entries[i], got[i]
-		if g.upper != e.upper || g.mode != e.mode || g.count != e.count || g.fp != e.fp || !slices.Equal(g.ids, e.ids) {
+		if g.upper != e.upper || g.mode != e.mode || g.count != e.count || g.fp != e.fp || !slices.Equal(g.ids, e.ids) || !slices.Equal(g.syms, e.syms) {
 			t.Fatalf("entry %d: got %+v, want %+v", i, g, e)
 		}
 	}
@@ -151,6 +159,9 @@ func TestRanges_Rejects(t *testing.T) {
 		"non-canonical":       {frameRanges, 1, 0x85, 0x00, 0, 0},
 		"unsorted id list":    append([]byte{frameRanges, 1, 0, 2, 2, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0}, make([]byte, 8)...),
 		"zero-width id delta": {frameRanges, 1, 0, 2, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"empty sketch":        {frameRanges, 1, 0, 3, 5, 0},
+		"sketch over the cap": append([]byte{frameRanges, 1, 0, 3, 5, 0x81, 0x20}, make([]byte, (maxSketchSyms+1)*symBytes)...),
+		"truncated sketch":    append([]byte{frameRanges, 1, 0, 3, 5, 2}, make([]byte, 2*symBytes-1)...),
 	}
 	for name, f := range bad {
 		var rd rangeDecoder
@@ -167,10 +178,12 @@ func FuzzRespond(f *testing.F) {
 	r := rand.New(rand.NewPCG(2, 2))
 	set := store.NewSyncSet()
 	set.Load(randItems(r, 3000, 1000, 1e6))
-	rec := reconciler{view: setView{set: set}, p: defaultReconcileParams, push: true, want: true}
+	rec := reconciler{view: setView{set: set}, p: defaultReconcileParams, push: true, want: true, sketch: true}
 	for _, fr := range encodeRanges(rec.initial().ranges) {
 		f.Add(fr)
 	}
+	sk := rec.sketchEntry(store.MinSyncItem, store.MaxSyncItem, set.Items(store.MinSyncItem, store.MaxSyncItem, 100), 12)
+	f.Add(encodeRanges([]rangeEntry{sk})[0])
 	f.Add([]byte{frameRanges, 1, 0, 1, 0})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		if len(frame) == 0 || frame[0] != frameRanges {
