@@ -130,6 +130,7 @@ type reconciler struct {
 	push   bool // the peer accepts claims
 	want   bool // this side accepts claims
 	sketch bool // the peer reads sketch ranges
+	coded  int  // items coded into sketches this session (spend)
 }
 
 // rangeOut builds a turn's ranges: skips are implicit and coalesced, only a

@@ -23,6 +23,11 @@ import (
 const (
 	maxSketchSyms = 4096 // coded symbols in one sketch entry (~100 KB)
 	minSketchSyms = 8
+	// sketchBudget bounds the items one session codes into sketches, as a
+	// multiple of the set (at least 65,536): an honest scattered difference
+	// codes the set three or four times; a peer sending sketch after sketch
+	// gets fingerprints (cheap to compute) once it is spent.
+	sketchBudget = 16
 )
 
 // sketchElem is an item as sketches see it: its short id, with the
@@ -225,12 +230,22 @@ func sketchCap(m, c int) int { return min(maxSketchSyms, (m+c)/4) }
 func (r *reconciler) describeOrSketch(o *rangeOut, lo, hi store.SyncItem, m, c int) {
 	if r.sketch && m > 2*r.p.idList && c > 0 {
 		d := max(m, c) - min(m, c)
-		if n := initialSketchSize(d); 4*d <= max(m, c) && n <= sketchCap(m, c) {
+		if n := initialSketchSize(d); 4*d <= max(m, c) && n <= sketchCap(m, c) && r.spend(m) {
 			o.add(lo, r.sketchEntry(lo, hi, r.view.items(lo, hi), n))
 			return
 		}
 	}
 	r.describe(o, lo, hi, m, r.p.split)
+}
+
+// spend reports whether coding k more items stays within the session's
+// sketch budget, and counts them if so.
+func (r *reconciler) spend(k int) bool {
+	if r.coded+k > sketchBudget*max(r.view.set.Len(), 1<<16) {
+		return false
+	}
+	r.coded += k
+	return true
 }
 
 func (r *reconciler) sketchEntry(lo, hi store.SyncItem, items []store.SyncItem, n int) rangeEntry {
@@ -256,6 +271,12 @@ func (r *reconciler) answerSketch(plan *turnPlan, o *rangeOut, lo, hi store.Sync
 	case len(mine) == 0: // we hold nothing: say so, the peer streams
 		if r.want && !deferred {
 			o.add(lo, r.fingerprint(lo, hi))
+		}
+		return
+	}
+	if !r.spend(2 * len(mine)) { // ours to subtract, maybe a bigger one to send
+		if !deferred {
+			r.describe(o, lo, hi, len(mine), r.p.split)
 		}
 		return
 	}

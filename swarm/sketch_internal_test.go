@@ -108,3 +108,37 @@ func TestSketch_PeelGarbage(t *testing.T) {
 		}
 	}
 }
+
+// TestSketch_Budget: a peer that keeps sending sketches gets fingerprints
+// once the session's coding budget is spent, and nothing breaks.
+func TestSketch_Budget(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 8))
+	ours := randItems(r, 5000, 1000, 1e6)
+	set := store.NewSyncSet()
+	set.Load(ours)
+	rec := reconciler{view: setView{set: set}, p: defaultReconcileParams, push: true, want: true, sketch: true}
+	// Nearly our set: too different for 8 symbols, close enough that the
+	// honest answer is a bigger sketch.
+	forged := append(slices.Clone(ours[:4990]), randItems(r, 10, 1000, 1e6)...)
+	all := store.SyncItem{}
+	sketches, turns := 0, 0
+	for turns = 0; turns < 1000 && rec.coded <= sketchBudget<<16; turns++ {
+		in := []rangeEntry{{upper: store.MaxSyncItem, mode: modeSketch, syms: buildSketch(forged, all.TS, 8)}}
+		in[0].count = 5000
+		plan := rec.respond(in)
+		if len(plan.ranges) == 0 {
+			t.Fatalf("turn %d: no answer to an undecodable sketch", turns)
+		}
+		if plan.ranges[0].mode != modeSketch {
+			break
+		}
+		sketches++
+	}
+	if sketches == 0 || turns >= 1000 {
+		t.Fatalf("%d sketch answers in %d turns: want some, then fingerprints", sketches, turns)
+	}
+	if limit := sketchBudget * (1 << 16); rec.coded > limit {
+		t.Fatalf("coded %d items, budget %d", rec.coded, limit)
+	}
+	t.Logf("%d sketch answers, then fingerprints (%d items coded)", sketches, rec.coded)
+}
