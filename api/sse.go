@@ -93,6 +93,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 	if !snapshot {
 		var err error
 		if sub, err = s.cfg.Store.Subscribe(stream, last); err != nil {
+			if errors.Is(err, store.ErrMalformed) { // the only input is the cursor
+				return badRequest("Last-Event-ID %q: want an id this stream sent (<ms>-<seq>), 0 for a snapshot, or no header for the live tail", last)
+			}
 			return err // before any byte: a clean envelope (503 when storage is down)
 		}
 		defer sub.Close()

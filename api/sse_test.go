@@ -331,9 +331,13 @@ func TestSSE_FilesStream(t *testing.T) {
 
 func TestSSE_BadCursor(t *testing.T) {
 	e := newEnv(t)
-	a := e.do(http.MethodGet, "/api/events/meta", nil, "Last-Event-ID", "garbage")
-	if a.status/100 != 4 {
-		t.Errorf("garbage cursor: %d %s", a.status, a.body)
+	for _, stream := range []string{"meta", "files"} {
+		a := e.do(http.MethodGet, "/api/events/"+stream, nil, "Last-Event-ID", "garbage")
+		a.wantError(t, http.StatusBadRequest, "schema_violation")
+		// The message is about the header, not about a claim.
+		if !strings.Contains(string(a.body), "Last-Event-ID") || strings.Contains(string(a.body), "claim") {
+			t.Errorf("garbage cursor on %s: %s", stream, a.body)
+		}
 	}
 }
 
