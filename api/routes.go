@@ -15,8 +15,11 @@ func (s *Server) routes() {
 	s.handle("POST /api/metadata/clear", s.handleClear)
 
 	// The write routes of the single-box core: claims are signed now.
+	// Patterns name {h} so that /meta itself stays read-only (a subtree
+	// pattern "/meta/" would redirect PUT /meta to it).
 	for _, p := range []string{
-		"PUT /meta/", "PATCH /meta/", "DELETE /meta/",
+		"PUT /meta/{h}", "PATCH /meta/{h}", "DELETE /meta/{h}",
+		"PUT /meta/{h}/{key...}", "PATCH /meta/{h}/{key...}", "DELETE /meta/{h}/{key...}",
 		"POST /meta/{h}/_add/{key...}",
 		"PUT /api/metadata/{id}", "DELETE /api/metadata/{id}",
 		"PUT /api/metadata/{id}/property",

@@ -42,6 +42,15 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	if allow := a.header.Values("Allow"); !slices.Contains(allow, "GET") {
 		t.Errorf("Allow %v", allow)
 	}
+	// /meta is read-only: a write to it is a 405 that allows only GET (not
+	// a redirect to /meta/, not an Allow naming the removed write routes).
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		a := e.do(m, "/meta", nil)
+		a.wantError(t, 405, "method_not_allowed")
+		if allow := a.header.Values("Allow"); !slices.Equal(allow, []string{"GET"}) {
+			t.Errorf("%s /meta: Allow %v, want [GET]", m, allow)
+		}
+	}
 }
 
 func TestCORS(t *testing.T) {
