@@ -72,7 +72,7 @@ func (c *Client) PostClaims(ctx context.Context, claims []store.Claim) (ClaimsRe
 		n = 0
 		return nil
 	}
-	// No HTML escaping: "&" stays "&" (shorter, and what claim sign prints).
+	// No HTML escaping: "&" stays "&", the shorter form on the wire.
 	var one bytes.Buffer
 	enc := json.NewEncoder(&one)
 	enc.SetEscapeHTML(false)
