@@ -295,6 +295,16 @@ func BenchmarkWriter(b *testing.B) {
 // transaction, events), so CPU per Submit is what one live claim costs the
 // writer. Use -benchtime=1x.
 func BenchmarkCommitOne(b *testing.B) {
+	for _, o := range []struct {
+		name   string
+		origin store.Origin
+	}{{"local", store.OriginLocal}, {"peer", store.OriginPeer}} {
+		b.Run(o.name, func(b *testing.B) { benchCommitOne(b, o.origin) })
+	}
+}
+
+// benchCommitOne: a local claim's commit is fsynced, a peer's is not.
+func benchCommitOne(b *testing.B, origin store.Origin) {
 	d := storetest.Fixture(b, min(benchClaims(), 20_000))
 	s := storetest.Open(b, store.Config{Logger: storetest.Logger(b, 8)})
 	const ones = 2000
@@ -316,7 +326,7 @@ func BenchmarkCommitOne(b *testing.B) {
 	cpu0 := cpuTime()
 	start := time.Now()
 	for i := range tail {
-		res, err := s.Submit(ctx, tail[i:i+1], store.SubmitOptions{Verified: true})
+		res, err := s.Submit(ctx, tail[i:i+1], store.SubmitOptions{Verified: true, Origin: origin})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -59,7 +59,13 @@ func TestCrashChild(t *testing.T) {
 			for b := 0; time.Now().Before(deadline); b++ {
 				lo := (b*3 + w) * 20
 				claims := storetest.Claims(20, func(i int) (*store.Signer, store.Claim) { return crashClaim(round, lo+i) })
-				res, err := s.Submit(ctx, claims, store.SubmitOptions{})
+				// One worker's claims come "from peers": their batches
+				// commit without fsync, and a kill must not lose them either.
+				opt := store.SubmitOptions{}
+				if w == 0 {
+					opt.Origin = store.OriginPeer
+				}
+				res, err := s.Submit(ctx, claims, opt)
 				if err != nil {
 					fmt.Printf("fatal submit: %v\n", err)
 					os.Exit(1)

@@ -87,6 +87,41 @@ func (b *batch) cloneView() {
 }
 
 // truthPhase runs the truth transaction of a batch.
+// setTruthSync picks the truth commit's sync mode. A batch of claims from
+// peers only (gossip, sync, fetch) commits with synchronous=NORMAL: no
+// fsync, yet it survives a crash of the process (the WAL is written before
+// the answer), and a power cut can only roll back claims the peers still
+// hold, which the next sync brings back (the cache, ahead of truth then, is
+// rebuilt at boot). Everything else — a local write, a trust change, files —
+// commits with FULL: an answer means on disk. The next FULL commit's fsync
+// makes the NORMAL ones before it durable too (one WAL file, in order). A
+// one-claim gossip commit saves its fsync, the largest part of its cost.
+func (w *writer) setTruthSync(normal bool) error {
+	mode := "full"
+	if normal {
+		mode = "normal"
+	}
+	w.s.met.truthCommits.WithLabelValues(mode).Inc()
+	if normal == w.truthNormal {
+		return nil
+	}
+	if err := w.t.exec("PRAGMA synchronous=" + mode); err != nil {
+		return err
+	}
+	w.truthNormal = normal
+	return nil
+}
+
+// peerOnly reports whether a batch holds only claims from peers.
+func peerOnly(reqs []*request) bool {
+	for _, r := range reqs {
+		if r.kind != reqSubmit || r.origin == OriginLocal {
+			return false
+		}
+	}
+	return true
+}
+
 func (w *writer) truthPhase(b *batch, reqs []*request) error {
 	needed := false
 	for _, r := range reqs {
@@ -96,6 +131,9 @@ func (w *writer) truthPhase(b *batch, reqs []*request) error {
 	}
 	if !needed {
 		return nil
+	}
+	if err := w.setTruthSync(peerOnly(reqs)); err != nil {
+		return err
 	}
 	if err := w.t.exec("BEGIN IMMEDIATE"); err != nil {
 		return err

@@ -12,6 +12,8 @@ type metrics struct {
 	events *prometheus.CounterVec
 	subs   *prometheus.GaugeVec
 	behind *prometheus.CounterVec
+
+	truthCommits *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,9 +42,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "metanode_store_subscriber_fallbacks_total",
 			Help: "Live subscribers whose channel was full, handed to a pump that reads the event rows, by stream.",
 		}, []string{"stream"}),
+		truthCommits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metanode_store_truth_commits_total",
+			Help: "Truth transactions, by sync mode: full (fsync; local writes, trust, files) or normal (claims from peers only).",
+		}, []string{"sync"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.claims, m.queue, m.commit, m.batch, m.events, m.subs, m.behind)
+		reg.MustRegister(m.claims, m.queue, m.commit, m.batch, m.events, m.subs, m.behind, m.truthCommits)
 	}
 	return m
 }

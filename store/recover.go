@@ -398,6 +398,9 @@ func (w *writer) writeRecord(rid string) error {
 func (w *writer) runClear(r *request) {
 	s := w.s
 	err := func() error {
+		if err := w.setTruthSync(false); err != nil {
+			return err
+		}
 		if err := w.t.exec("BEGIN IMMEDIATE"); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ func (s *Store) Submit(ctx context.Context, claims []Claim, opt SubmitOptions) (
 	}
 	r := &request{
 		kind:    reqSubmit,
+		origin:  opt.Origin,
 		claims:  claims,
 		ids:     make([]ID, n),
 		results: make([]Result, n),

@@ -387,6 +387,54 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// TestTruthSyncMode: a batch of claims from peers only commits truth
+// without fsync; a local write, a trust change or files commit with it.
+func TestTruthSyncMode(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := open(t, store.Config{Registerer: reg})
+	sg := storetest.Signer(1)
+	steps := []struct {
+		name string
+		do   func() error
+		full bool
+	}{
+		{"peer claim", func() error {
+			_, err := s.Submit(ctx, []store.Claim{sg.Text(cidA, "title", "a", 1)}, store.SubmitOptions{Origin: store.OriginPeer})
+			return err
+		}, false},
+		{"local claim", func() error {
+			_, err := s.Submit(ctx, []store.Claim{sg.Text(cidA, "title", "b", 2)}, store.SubmitOptions{})
+			return err
+		}, true},
+		{"fetched claim", func() error {
+			_, err := s.Submit(ctx, []store.Claim{sg.Text(cidB, "title", "c", 3)}, store.SubmitOptions{Origin: store.OriginFetch})
+			return err
+		}, false},
+		{"trust change", func() error { return s.Trust(ctx, storetest.Signer(2).UID(), "") }, true},
+	}
+	var full, normal float64
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if st.full {
+			full++
+		} else {
+			normal++
+		}
+		if full > 0 {
+			if got := metricValue(t, reg, "metanode_store_truth_commits_total", "full"); got != full {
+				t.Fatalf("after %s: %v full commits, want %v", st.name, got, full)
+			}
+		}
+		if normal > 0 {
+			if got := metricValue(t, reg, "metanode_store_truth_commits_total", "normal"); got != normal {
+				t.Fatalf("after %s: %v normal commits, want %v", st.name, got, normal)
+			}
+		}
+	}
+}
+
 // metricValue reads one series (by a label value, or the unlabelled one)
 // of a registered metric.
 func metricValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {

@@ -26,6 +26,7 @@ type request struct {
 	kind reqKind
 
 	// reqSubmit
+	origin  Origin
 	claims  []Claim
 	ids     []ID
 	results []Result // prefilled for claims refused before queueing
@@ -80,6 +81,8 @@ type writer struct {
 	syncPending         []syncOp            // sync changes of truth commits the cache has yet to apply
 
 	ev map[Stream]*evState
+
+	truthNormal bool // the truth connection runs synchronous=NORMAL now (see setTruthSync)
 
 	// truth statements
 	tSelRows, tSelRow, tSelCid, tUpsert, tInsPrincipal, tSetGroup, tSetMeta, tSetCounts, tSetTrust *rawStmt
