@@ -60,7 +60,16 @@ func (n *testNode) RemoteRecord(ctx context.Context, cid, as string) (store.Reco
 	n.mu.Lock()
 	n.remotes++
 	n.mu.Unlock()
-	return n.st.Record(ctx, cid, as)
+	rec, err := n.st.Record(ctx, cid, as)
+	if !errors.Is(err, store.ErrNotFound) {
+		return rec, err
+	}
+	// As node.RemoteRecord: the swarm's lookup refuses a cid that is not
+	// canonical before asking anyone.
+	if err := store.CheckCID(cid); err != nil {
+		return store.Record{}, fmt.Errorf("remote lookup: lookup: %w", err)
+	}
+	return store.Record{}, fmt.Errorf("%w: no peer knows %s", store.ErrNotFound, cid)
 }
 
 func (n *testNode) RegisterFile(ctx context.Context, rel string) (api.RegisterResult, error) {

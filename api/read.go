@@ -1,6 +1,8 @@
 package api
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -117,10 +119,17 @@ func (s *Server) handleMeta(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var rec store.Record
-	if truthy(q.Get("remote")) {
+	remote := truthy(q.Get("remote"))
+	if remote {
 		rec, err = s.cfg.Node.RemoteRecord(r.Context(), cid, as)
 	} else {
 		rec, err = s.cfg.Store.Record(r.Context(), cid, as)
+	}
+	if remote && errors.Is(err, store.ErrBadCID) {
+		// No peer can know what is not a canonical cid: the same 404 as
+		// without ?remote=1, which consumers read as "no record".
+		return &Error{Status: http.StatusNotFound, Slug: SlugUnknownCID,
+			Message: fmt.Sprintf("no record for %s: %v", cid, err), err: err}
 	}
 	if err != nil {
 		return notFoundAs(err, SlugUnknownCID)
