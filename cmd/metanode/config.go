@@ -210,6 +210,10 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 				continue
 			}
 			if name == "META_CORE_HTTP_PORT" { // upstream meaning: a port on loopback
+				if _, err := strconv.ParseUint(v, 10, 16); err != nil {
+					return c, layers, &ConfigError{Field: s.name, Value: v, Source: "environment " + name,
+						Err: errors.New("want a port number (the API listens on 127.0.0.1:<port>); give host:port with METANODE_HTTP or --http")}
+				}
 				v = net.JoinHostPort("127.0.0.1", v)
 			}
 			if err := s.parse(&c, []string{v}, "environment "+name); err != nil {

@@ -210,6 +210,24 @@ func TestLoadConfig_Errors(t *testing.T) {
 	}
 }
 
+// TestLoadConfig_UpstreamPort: META_CORE_HTTP_PORT is a port, as upstream;
+// anything else is refused with the value as given and where host:port goes.
+func TestLoadConfig_UpstreamPort(t *testing.T) {
+	home := t.TempDir()
+	got, _, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": home, "META_CORE_HTTP_PORT": "9123"})})
+	if err != nil || got.HTTP != "127.0.0.1:9123" {
+		t.Fatalf("port 9123: %q %v", got.HTTP, err)
+	}
+	for _, v := range []string{":9000", "0.0.0.0:9000", "http"} {
+		_, _, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": home, "META_CORE_HTTP_PORT": v})})
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != "http" || ce.Value != v ||
+			!strings.Contains(err.Error(), "META_CORE_HTTP_PORT") || !strings.Contains(err.Error(), "METANODE_HTTP") {
+			t.Errorf("META_CORE_HTTP_PORT=%q: %v", v, err)
+		}
+	}
+}
+
 func TestLoadConfig_UnknownKeyIsSentinel(t *testing.T) {
 	dir := t.TempDir()
 	_, _, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": dir}), configPath: writeFile(t, dir, "c.yml", "colour: blue\n")})
