@@ -17,6 +17,7 @@ const (
 	MaxClaims      = 10_000   // claims per request
 	maxSmallBody   = 1 << 20
 	maxSearchLimit = 10_000
+	defaultPage    = 100 // list and search rows when limit is absent or 0
 )
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

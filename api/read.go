@@ -223,11 +223,14 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := intParam(q.Get("limit"), 100, "limit")
+	limit, err := intParam(q.Get("limit"), defaultPage, "limit")
 	if err != nil {
 		return err
 	}
-	limit = min(max(limit, 1), maxSearchLimit)
+	if limit == 0 { // upstream: a limit that is not positive is the default
+		limit = defaultPage
+	}
+	limit = min(limit, maxSearchLimit)
 	items, total, err := s.cfg.Store.List(r.Context(), offset, limit)
 	if err != nil {
 		return err

@@ -178,6 +178,11 @@ func TestListSearchSchemaStats(t *testing.T) {
 	if l.Count != 1 || l.Total != 2 {
 		t.Errorf("page 2: %+v", l)
 	}
+	// limit=0 is upstream's default page (100), as for search: not one item.
+	e.get("/api/metadata/list?limit=0").decode(t, &l)
+	if l.Count != 2 || l.Total != 2 {
+		t.Errorf("limit=0: %+v", l)
+	}
 	e.get("/api/metadata/list?limit=x").wantError(t, 400, "schema_violation")
 	e.get("/api/metadata/list?offset=-1").wantError(t, 400, "schema_violation")
 
