@@ -71,17 +71,29 @@ func (s *Swarm) dial(ctx context.Context, ai peer.AddrInfo) error {
 	if ai.ID == s.host.ID() {
 		return nil
 	}
-	if sw, ok := s.host.Network().(*lswarm.Swarm); ok {
-		sw.Backoff().Clear(ai.ID) // the caller paces redials
-	}
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	err := s.host.Connect(dctx, ai)
-	cancel()
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil {
+	err := s.connectOnce(ctx, ai)
+	if err == nil || ctx.Err() != nil {
 		return err
+	}
+	// Two nodes that dial each other at the same moment from their listen
+	// ports (TCP reuseport; mDNS makes both dial at once on a LAN) can meet
+	// in a TCP simultaneous open: both sides start the handshake as its
+	// client and it fails exactly as a wrong swarm key does. That is a
+	// race; a mismatch is not: dial once more after a random pause before
+	// reporting anything (twice: the two nodes' retries could meet again).
+	// The peer's own dial may have won meanwhile.
+	for range 2 {
+		select {
+		case <-time.After(time.Duration(50+rand.IntN(250)) * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+		if s.host.Network().Connectedness(ai.ID) == network.Connected {
+			return nil
+		}
+		if err = s.connectOnce(ctx, ai); err == nil || ctx.Err() != nil {
+			return err
+		}
 	}
 	addrs := ai.Addrs
 	if len(addrs) == 0 {
@@ -94,6 +106,15 @@ func (s *Swarm) dial(ctx context.Context, ai peer.AddrInfo) error {
 		s.log.Error("cannot negotiate with peer", "peer", ai.ID, "addr", addr, "err", err)
 	}
 	return err
+}
+
+func (s *Swarm) connectOnce(ctx context.Context, ai peer.AddrInfo) error {
+	if sw, ok := s.host.Network().(*lswarm.Swarm); ok {
+		sw.Backoff().Clear(ai.ID) // the caller paces redials
+	}
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	return s.host.Connect(dctx, ai)
 }
 
 // probeTCP reports the first TCP address that accepts a plain connection.
