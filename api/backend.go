@@ -122,13 +122,13 @@ type PeerSyncInfo struct {
 
 // PeerInfo is one row of GET /api/swarm/peers.
 type PeerInfo struct {
-	PeerID         string    `json:"peerId"`
-	Addrs          []string  `json:"addrs"`
-	ConnectedSince time.Time `json:"connectedSince"`
-	LatencyMs      float64   `json:"latencyMs"`
-	LastSync       time.Time `json:"lastSync,omitzero"`
-	ClaimsSent     int64     `json:"claimsSent"`
-	ClaimsReceived int64     `json:"claimsReceived"`
+	PeerID         string     `json:"peerId"`
+	Addrs          []string   `json:"addrs"`
+	ConnectedSince time.Time  `json:"connectedSince"`
+	LatencyMs      float64    `json:"latencyMs"`
+	LastSync       *time.Time `json:"lastSync"` // null until a sync with the peer finished
+	ClaimsSent     int64      `json:"claimsSent"`
+	ClaimsReceived int64      `json:"claimsReceived"`
 }
 
 // TrustList is the answer of GET /api/trust.

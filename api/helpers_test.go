@@ -101,7 +101,9 @@ func (n *testNode) SwarmStatus(ctx context.Context) (api.SwarmStatus, error) {
 		Replicate: "all", DHT: api.DHTStatus{Mode: "client"}}, nil
 }
 
-func (n *testNode) SwarmPeers(ctx context.Context) ([]api.PeerInfo, error) { return nil, nil }
+func (n *testNode) SwarmPeers(ctx context.Context) ([]api.PeerInfo, error) {
+	return []api.PeerInfo{{PeerID: "12D3KooWpeer", Addrs: []string{}}}, nil // connected, never synced
+}
 
 func (n *testNode) TrustList(ctx context.Context) (api.TrustList, error) {
 	l, err := n.st.TrustList(ctx)

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -170,12 +171,21 @@ func TestSwarmRoutes(t *testing.T) {
 		t.Errorf("status: %+v %v", st, err)
 	}
 	a = e.get("/api/swarm/peers")
-	if a.status != 200 || strings.TrimSpace(string(a.body)) != "[]" {
-		t.Errorf("peers: %d %s", a.status, a.body)
+	var raw []map[string]json.RawMessage
+	if err := json.Unmarshal(a.body, &raw); a.status != 200 || err != nil || len(raw) != 1 {
+		t.Fatalf("peers: %d %s", a.status, a.body)
+	}
+	for _, k := range []string{"peerId", "addrs", "connectedSince", "latencyMs", "lastSync", "claimsSent", "claimsReceived"} {
+		if _, ok := raw[0][k]; !ok {
+			t.Errorf("peer lacks %q: %s", k, a.body)
+		}
+	}
+	if string(raw[0]["lastSync"]) != "null" {
+		t.Errorf("lastSync of a peer never synced = %s, want null", raw[0]["lastSync"])
 	}
 	peers, err := e.c.SwarmPeers(t.Context())
-	if err != nil || len(peers) != 0 {
-		t.Errorf("client peers: %v %v", peers, err)
+	if err != nil || len(peers) != 1 || peers[0].LastSync != nil {
+		t.Errorf("client peers: %+v %v", peers, err)
 	}
 
 	// Invites: an empty body takes the node's default lifetime.

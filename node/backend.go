@@ -143,12 +143,16 @@ func (n *Node) SwarmPeers(ctx context.Context) ([]api.PeerInfo, error) {
 	peers := n.swarm.Peers()
 	out := make([]api.PeerInfo, 0, len(peers))
 	for _, p := range peers {
+		var lastSync *time.Time
+		if !p.LastSync.IsZero() {
+			lastSync = &p.LastSync
+		}
 		out = append(out, api.PeerInfo{
 			PeerID:         p.PeerID,
 			Addrs:          nonNil(p.Addrs),
 			ConnectedSince: p.ConnectedSince,
 			LatencyMs:      float64(p.Latency) / float64(time.Millisecond),
-			LastSync:       p.LastSync,
+			LastSync:       lastSync,
 			ClaimsSent:     p.ClaimsSent,
 			ClaimsReceived: p.ClaimsRecvd,
 		})

@@ -260,6 +260,13 @@ func TestNode_TwoHomesShareClaims(t *testing.T) {
 	if err != nil || len(peers) == 0 || peers[0].PeerID != b.PeerID() {
 		t.Fatalf("A's peers = %+v, %v; want B", peers, err)
 	}
+	waitFor(t, 30*time.Second, "a finished sync with B in A's peers", func() error {
+		peers, err := a.SwarmPeers(ctx)
+		if err != nil || len(peers) == 0 || peers[0].LastSync == nil || peers[0].LastSync.IsZero() {
+			return errNo
+		}
+		return nil
+	})
 }
 
 // TestNode_InterestReplication: a home in interest mode keeps peer claims
