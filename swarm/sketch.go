@@ -14,8 +14,8 @@ import (
 // 0 and into later symbols with a probability that falls as 1/(1+i/2), so
 // any prefix works and a bigger sketch extends a smaller one. The peer
 // subtracts its own sketch of the same range and peels the difference:
-// about 1.5 symbols (~20 bytes) per differing item when d items differ,
-// however large the range. Fingerprint splitting costs a couple of hundred
+// about 1.7 symbols of ~17 bytes per differing item, however large the
+// range. Fingerprint splitting costs a couple of hundred
 // bytes per difference when differences are scattered (each one alone in
 // its neighbourhood); sketches take over there. protocols.md gives the
 // exact hash and index walk another implementation must reproduce.
