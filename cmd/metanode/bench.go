@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -124,6 +125,7 @@ and cached under the user cache directory.`)
 	fl.DurationVar(&o.Duration, "duration", 10*time.Second, "length of the live run")
 	fl.StringVar(&o.Dir, "dir", "", "data directory (default a temporary one, removed afterwards)")
 	only := fl.String("only", "", "comma-separated subset of verify, cold, warm, live (default all)")
+	cpuProfile := fl.String("cpuprofile", "", "write a CPU profile of the cold catch-up (both nodes, from B's start to its last commit) to this file")
 	if err := c.noArgs(fl, args); err != nil {
 		return err
 	}
@@ -138,6 +140,14 @@ and cached under the user cache directory.`)
 		default:
 			return usagef("bench swarm", "--only takes verify, cold, warm or live, not %q", part)
 		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench swarm: %w", err)
+		}
+		defer f.Close()
+		o.CPUProfile = f
 	}
 	return swarmbench.Run(ctx, o, c.stdout)
 }

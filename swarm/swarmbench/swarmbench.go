@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ type Options struct {
 	// cold); default all.
 	Only   []string
 	Logger *slog.Logger // node logs; default discarded
+	// CPUProfile, when set, receives a CPU profile (pprof) of the cold
+	// catch-up window: from node B's start to its last commit.
+	CPUProfile io.Writer
 }
 
 func (o *Options) defaults() {
@@ -248,13 +252,21 @@ func (b *bench) cold(ctx context.Context) error {
 	held := a.count()
 	b.printf("cold catch-up: node A loaded %d fixture claims (%d held) in %s (store ingest, pre-verified, not part of the figure)\n",
 		n, held, time.Since(start).Round(time.Millisecond))
+	if b.o.CPUProfile != nil {
+		if err := pprof.StartCPUProfile(b.o.CPUProfile); err != nil {
+			return fmt.Errorf("bench swarm: %w", err)
+		}
+	}
 	cpu0 := cpuTime()
 	bNode, err := b.newNode(ctx, a.sw.Addrs()[:1], nil)
 	if err != nil {
+		pprof.StopCPUProfile()
 		return err
 	}
 	start = bNode.opened
-	if err := waitCount(ctx, bNode, held, 2*time.Hour); err != nil {
+	err = waitCount(ctx, bNode, held, 2*time.Hour)
+	pprof.StopCPUProfile() // no-op without a profile
+	if err != nil {
 		return err
 	}
 	el := time.Since(start)
