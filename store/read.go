@@ -354,6 +354,11 @@ func fieldsOf(ctx context.Context, tx *sql.Tx, rid string, fields []string) (map
 		args[i] = fieldKey(rid, f)
 	}
 	q := `SELECT k, v FROM kv WHERE k IN (?` + strings.Repeat(`, ?`, len(fields)-1) + `)`
+	return queryFields(ctx, tx, q, args...)
+}
+
+// queryFields runs a query over merged rows (k, v) and maps field → value.
+func queryFields(ctx context.Context, tx *sql.Tx, q string, args ...any) (map[string]string, error) {
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err

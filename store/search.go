@@ -193,22 +193,7 @@ func filterCandidates(ctx context.Context, tx *sql.Tx, f SearchFilter) (map[stri
 
 // recordFields reads a record's merged fields.
 func recordFields(ctx context.Context, tx *sql.Tx, rid string) (map[string]string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT k, v FROM kv WHERE k >= ? AND k < ?`, "file:"+rid+"/", "file:"+rid+"0")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, err
-		}
-		if _, f, ok := splitFieldKey(k); ok {
-			out[f] = v
-		}
-	}
-	return out, rows.Err()
+	return queryFields(ctx, tx, `SELECT k, v FROM kv WHERE k >= ? AND k < ?`, "file:"+rid+"/", "file:"+rid+"0")
 }
 
 // matchTokens: every token is a case-insensitive substring of the haystack.

@@ -147,24 +147,19 @@ func (c *cli) get(ctx context.Context, args []string) error {
 }
 
 func (c *cli) status(ctx context.Context, args []string) error {
-	fl := c.flagSet("status", "status [--api URL]", "Prints the node's swarm state (GET /api/swarm/status) as JSON.")
-	base := c.apiFlag(fl)
-	if err := c.noArgs(fl, args); err != nil {
-		return err
-	}
-	cl, err := c.client(*base)
-	if err != nil {
-		return err
-	}
-	st, err := cl.SwarmStatus(ctx)
-	if err != nil {
-		return explainClient(err, *base)
-	}
-	return c.printJSON(st)
+	return c.printGet(ctx, args, "status", "Prints the node's swarm state (GET /api/swarm/status) as JSON.",
+		func(cl *api.Client) (any, error) { return cl.SwarmStatus(ctx) })
 }
 
 func (c *cli) peers(ctx context.Context, args []string) error {
-	fl := c.flagSet("peers", "peers [--api URL]", "Prints the node's connected peers (GET /api/swarm/peers) as JSON.")
+	return c.printGet(ctx, args, "peers", "Prints the node's connected peers (GET /api/swarm/peers) as JSON.",
+		func(cl *api.Client) (any, error) { return cl.SwarmPeers(ctx) })
+}
+
+// printGet runs a client command that takes only --api and prints what
+// get reads from the node as JSON.
+func (c *cli) printGet(ctx context.Context, args []string, name, help string, get func(*api.Client) (any, error)) error {
+	fl := c.flagSet(name, name+" [--api URL]", help)
 	base := c.apiFlag(fl)
 	if err := c.noArgs(fl, args); err != nil {
 		return err
@@ -173,11 +168,11 @@ func (c *cli) peers(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ps, err := cl.SwarmPeers(ctx)
+	v, err := get(cl)
 	if err != nil {
 		return explainClient(err, *base)
 	}
-	return c.printJSON(ps)
+	return c.printJSON(v)
 }
 
 func (c *cli) trust(ctx context.Context, args []string) error {
