@@ -269,6 +269,26 @@ func TestReconcile_Deferral(t *testing.T) {
 	t.Logf("%d turns", res.turns)
 }
 
+// TestReconcile_ScatteredCheap: differences scattered over a large set,
+// each alone in its neighbourhood, cost at most 100 bytes of overhead each
+// (range sketches; fingerprints alone cost over 200). The Million test
+// below measures the reference case without -race.
+func TestReconcile_ScatteredCheap(t *testing.T) {
+	r := rand.New(rand.NewPCG(14, 15))
+	const t0, span = 1_700_000_000_000, 90 * 24 * 3600 * 1000
+	common := randItems(r, 100_000, t0, span)
+	extra := randItems(r, 1000, t0, span)
+	a := newSimSide(append(slices.Clone(common), extra[:500]...), nil, defaultReconcileParams)
+	b := newSimSide(append(slices.Clone(common), extra[500:]...), nil, defaultReconcileParams)
+	res := simulate(t, a, b)
+	sameSets(t, a.set, b.set)
+	per := float64(res.overhead) / float64(len(extra))
+	t.Logf("%d turns, %.1f B per difference", res.turns, per)
+	if res.moved != len(extra) || per > 100 {
+		t.Fatalf("moved %d of %d, %.1f B per difference (want ≤ 100)", res.moved, len(extra), per)
+	}
+}
+
 // TestReconcile_Million measures the negentropy reference case: 1M items
 // on both sides, 1 difference, then 10,000.
 func TestReconcile_Million(t *testing.T) {
