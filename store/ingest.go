@@ -4,6 +4,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // ck names the truth rows of one (cid, key): one per signer.
@@ -176,8 +177,20 @@ func (w *writer) truthPhase(b *batch, reqs []*request) error {
 		if err != nil {
 			return err
 		}
+	} else if !w.truthNormal && w.truthUnsynced {
+		// A FULL commit that writes nothing (a local claim unchanged or
+		// stale) does not fsync, and the claim it answers "unchanged" may
+		// be a peer's copy committed without one: write a row that always
+		// changes (SQLite skips identical rewrites) so that it does.
+		if _, err := w.tSetMeta.exec("synced_at", strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
+			return err
+		}
 	}
-	return w.t.exec("COMMIT")
+	if err := w.t.exec("COMMIT"); err != nil {
+		return err
+	}
+	w.truthUnsynced = w.truthNormal
+	return nil
 }
 
 // ingest stores the claims of one Submit (claims.md §4). Claims already

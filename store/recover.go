@@ -427,6 +427,7 @@ func (w *writer) runClear(r *request) {
 		if err := w.t.exec("COMMIT"); err != nil {
 			return err
 		}
+		w.truthUnsynced = false
 		r.cleared = int(n)
 		return nil
 	}()

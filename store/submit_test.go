@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -432,6 +433,44 @@ func TestTruthSyncMode(t *testing.T) {
 				t.Fatalf("after %s: %v normal commits, want %v", st.name, got, normal)
 			}
 		}
+	}
+}
+
+// TestTruthSync_UnchangedAfterPeer: a local claim answered "unchanged"
+// because a peer's copy was committed without fsync makes its own commit
+// write (so that the fsync happens and covers the peer's frames): the
+// truth WAL is written. Without a NORMAL commit before it, it is not.
+func TestTruthSync_UnchangedAfterPeer(t *testing.T) {
+	tp, cp := paths(t)
+	s := reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	defer s.Close()
+	walHash := func() [32]byte { // the WAL's bytes: a commit that writes frames changes them
+		b, err := os.ReadFile(tp + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sha256.Sum256(b)
+	}
+	sg := storetest.Signer(1)
+	x := sg.Text(cidA, "title", "x", 1)
+	if _, err := s.Submit(ctx, []store.Claim{x}, store.SubmitOptions{Origin: store.OriginPeer}); err != nil {
+		t.Fatal(err)
+	}
+	before := walHash()
+	res, err := s.Submit(ctx, []store.Claim{x}, store.SubmitOptions{})
+	if err != nil || res[0].Outcome != store.Unchanged {
+		t.Fatalf("local copy: %+v %v", res, err)
+	}
+	after := walHash()
+	if after == before {
+		t.Fatal("truth WAL unchanged: the unchanged answer's commit wrote nothing, so nothing was fsynced")
+	}
+	// Synced now: the same answer again writes nothing.
+	if _, err := s.Submit(ctx, []store.Claim{x}, store.SubmitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if again := walHash(); again != after {
+		t.Fatal("truth WAL written for a second unchanged claim")
 	}
 }
 

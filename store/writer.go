@@ -82,7 +82,8 @@ type writer struct {
 
 	ev map[Stream]*evState
 
-	truthNormal bool // the truth connection runs synchronous=NORMAL now (see setTruthSync)
+	truthNormal   bool // the truth connection runs synchronous=NORMAL now (see setTruthSync)
+	truthUnsynced bool // a NORMAL commit since the last FULL one: its WAL frames await an fsync
 
 	// truth statements
 	tSelRows, tSelRow, tSelCid, tUpsert, tInsPrincipal, tSetGroup, tSetMeta, tSetCounts, tSetTrust *rawStmt
