@@ -125,12 +125,13 @@ type turnPlan struct {
 func (p *turnPlan) final() bool { return len(p.ranges) == 0 && len(p.wants) == 0 }
 
 type reconciler struct {
-	view   setView
-	p      reconcileParams
-	push   bool // the peer accepts claims
-	want   bool // this side accepts claims
-	sketch bool // the peer reads sketch ranges
-	coded  int  // items coded into sketches this session (spend)
+	view     setView
+	p        reconcileParams
+	push     bool // the peer accepts claims
+	want     bool // this side accepts claims
+	sketch   bool // the peer reads sketch ranges
+	coded    int  // sketch work this session: items coded and symbols sent (spend)
+	turnSyms int  // sketch symbols in the turn being planned
 }
 
 // rangeOut builds a turn's ranges: skips are implicit and coalesced, only a
@@ -220,6 +221,7 @@ func (r *reconciler) respond(in []rangeEntry) turnPlan {
 	var o rangeOut
 	lo := store.MinSyncItem
 	deferred := false
+	r.turnSyms = 0
 	for _, e := range in {
 		hi := e.upper
 		switch e.mode {
@@ -251,6 +253,10 @@ func (r *reconciler) respond(in []rangeEntry) turnPlan {
 		case modeIDList:
 			r.resolve(&plan, lo, hi, e.ids)
 		case modeSketch:
+			if !deferred && len(o.out) >= r.p.maxOut {
+				o.add(lo, r.fingerprint(lo, store.MaxSyncItem)) // as for a fingerprint
+				deferred = true
+			}
 			r.answerSketch(&plan, &o, lo, hi, &e, deferred)
 		}
 		lo = hi

@@ -23,11 +23,17 @@ import (
 const (
 	maxSketchSyms = 4096 // coded symbols in one sketch entry (~100 KB)
 	minSketchSyms = 8
-	// sketchBudget bounds the items one session codes into sketches, as a
-	// multiple of the set (at least 65,536): an honest scattered difference
-	// codes the set three or four times; a peer sending sketch after sketch
-	// gets fingerprints (cheap to compute) once it is spent.
+	// sketchBudget bounds the work of one session's sketches (items coded
+	// plus symbols sent), as a multiple of the set (at least 65,536): an
+	// honest scattered difference codes the set three or four times; a
+	// peer sending sketch after sketch gets fingerprints (cheap to
+	// compute) once it is spent.
 	sketchBudget = 16
+	// A peer's sketch is answered with one at most sketchGrowth times as
+	// big, and one turn sends at most maxTurnSketchSyms symbols (~4.5 MB):
+	// tiny forged sketches cannot buy big answers.
+	sketchGrowth      = 16
+	maxTurnSketchSyms = 1 << 18
 )
 
 // sketchElem is an item as sketches see it: its short id, with the
@@ -183,9 +189,7 @@ func peel(d []codedSym) (theirs, ours []sketchElem, ok bool) {
 
 // initialSketchSize is the first sketch's size for a range whose two sides
 // differ by at least d items (the difference of their counts).
-func initialSketchSize(d int) int {
-	return min(maxSketchSyms, max(minSketchSyms, sketchSizeFor(float64(d))))
-}
+func initialSketchSize(d int) int { return max(minSketchSyms, sketchSizeFor(float64(d))) }
 
 // sketchSizeFor is the size that decodes d differences almost always:
 // measured (TestSketch_DecodeRate), 1.7·d symbols decode 100 or more nearly
@@ -230,7 +234,7 @@ func sketchCap(m, c int) int { return min(maxSketchSyms, (m+c)/4) }
 func (r *reconciler) describeOrSketch(o *rangeOut, lo, hi store.SyncItem, m, c int) {
 	if r.sketch && m > 2*r.p.idList && c > 0 {
 		d := max(m, c) - min(m, c)
-		if n := initialSketchSize(d); 4*d <= max(m, c) && n <= sketchCap(m, c) && r.spend(m) {
+		if n := initialSketchSize(d); 4*d <= max(m, c) && r.canSend(n, m, c) && r.spend(m+n) {
 			o.add(lo, r.sketchEntry(lo, hi, r.view.items(lo, hi), n))
 			return
 		}
@@ -248,7 +252,14 @@ func (r *reconciler) spend(k int) bool {
 	return true
 }
 
+// canSend reports whether a sketch of n symbols is worth sending for a
+// range where the two sides hold m and c items, and fits in this turn.
+func (r *reconciler) canSend(n, m, c int) bool {
+	return n <= sketchCap(m, c) && r.turnSyms+n <= maxTurnSketchSyms
+}
+
 func (r *reconciler) sketchEntry(lo, hi store.SyncItem, items []store.SyncItem, n int) rangeEntry {
+	r.turnSyms += n
 	return rangeEntry{upper: hi, mode: modeSketch, count: uint64(len(items)), syms: buildSketch(items, lo.TS, n)}
 }
 
@@ -274,7 +285,7 @@ func (r *reconciler) answerSketch(plan *turnPlan, o *rangeOut, lo, hi store.Sync
 		}
 		return
 	}
-	if !r.spend(2 * len(mine)) { // ours to subtract, maybe a bigger one to send
+	if !r.spend(len(mine)) { // ours to subtract
 		if !deferred {
 			r.describe(o, lo, hi, len(mine), r.p.split)
 		}
@@ -288,7 +299,13 @@ func (r *reconciler) answerSketch(plan *turnPlan, o *rangeOut, lo, hi store.Sync
 			return // the deferral's fingerprint covers this range
 		}
 		c := int(min(e.count, math.MaxInt32))
-		if n := nextSketchSize(d, len(theirs)+len(ours)); n <= sketchCap(len(mine), c) {
+		// Past the cap the range is split; under it the answer grows at
+		// most sketchGrowth times (the estimate comes from the peer).
+		n := nextSketchSize(d, len(theirs)+len(ours))
+		if n <= sketchCap(len(mine), c) {
+			n = min(n, sketchGrowth*len(d))
+		}
+		if r.canSend(n, len(mine), c) && r.spend(len(mine)+n) {
 			o.add(lo, r.sketchEntry(lo, hi, mine, n))
 		} else {
 			r.describe(o, lo, hi, len(mine), r.p.split)

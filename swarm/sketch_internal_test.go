@@ -142,3 +142,38 @@ func TestSketch_Budget(t *testing.T) {
 	}
 	t.Logf("%d sketch answers, then fingerprints (%d items coded)", sketches, rec.coded)
 }
+
+// TestSketch_ForgedSketchesBuyLittle: a peer sending many tiny sketches
+// with forged counts (each claiming a big difference and a huge range)
+// gets answers at most 16 times as big (sketchGrowth), and one turn's
+// answer stays under 2^18 symbols (maxTurnSketchSyms).
+func TestSketch_ForgedSketchesBuyLittle(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	items := randItems(r, 20000, 1000, 1e9)
+	slices.SortFunc(items, store.SyncItem.Compare)
+	set := store.NewSyncSet()
+	set.Load(items)
+	for _, k := range []int{1, 3} { // symbols per forged sketch
+		rec := reconciler{view: setView{set: set}, p: defaultReconcileParams, push: true, want: true, sketch: true}
+		var in []rangeEntry
+		for i := 0; i+1 < len(items); i += 2 { // one of our items in each range
+			syms := make([]codedSym, k)
+			syms[0] = codedSym{count: 2401, chk: 1}
+			in = append(in, rangeEntry{upper: items[i+1], mode: modeSketch, count: 1<<31 - 1, syms: syms})
+		}
+		plan := rec.respond(in)
+		total := 0
+		for _, e := range plan.ranges {
+			if e.mode == modeSketch {
+				if len(e.syms) > 16*k {
+					t.Fatalf("a %d-symbol sketch answered with %d symbols", k, len(e.syms))
+				}
+				total += len(e.syms)
+			}
+		}
+		if total > 1<<18 {
+			t.Fatalf("%d symbols in one turn", total)
+		}
+		t.Logf("%d forged %d-symbol sketches: %d ranges, %d symbols in the answer", len(in), k, len(plan.ranges), total)
+	}
+}
