@@ -75,13 +75,21 @@ func (s *Swarm) dial(ctx context.Context, ai peer.AddrInfo) error {
 	if err == nil || ctx.Err() != nil {
 		return err
 	}
-	// Two nodes that dial each other at the same moment from their listen
-	// ports (TCP reuseport; mDNS makes both dial at once on a LAN) can meet
-	// in a TCP simultaneous open: both sides start the handshake as its
-	// client and it fails exactly as a wrong swarm key does. That is a
-	// race; a mismatch is not: dial once more after a random pause before
-	// reporting anything (twice: the two nodes' retries could meet again).
-	// The peer's own dial may have won meanwhile.
+	addrs := ai.Addrs
+	if len(addrs) == 0 {
+		addrs = s.host.Peerstore().Addrs(ai.ID)
+	}
+	addr, ok := probeTCP(ctx, addrs)
+	if !ok {
+		return err // unreachable, or no TCP address: nothing to report
+	}
+	// TCP works, the handshake failed. Two nodes that dial each other at
+	// the same moment from their listen ports (TCP reuseport; mDNS makes
+	// both dial at once on a LAN) can meet in a TCP simultaneous open: both
+	// start the handshake as its client and it fails exactly as a wrong
+	// swarm key does. That is a race; a mismatch is not: dial again after a
+	// random pause before reporting anything (twice: the two nodes' retries
+	// could meet again). The peer's own dial may have won meanwhile.
 	for range 2 {
 		select {
 		case <-time.After(time.Duration(50+rand.IntN(250)) * time.Millisecond):
@@ -95,16 +103,10 @@ func (s *Swarm) dial(ctx context.Context, ai peer.AddrInfo) error {
 			return err
 		}
 	}
-	addrs := ai.Addrs
-	if len(addrs) == 0 {
-		addrs = s.host.Peerstore().Addrs(ai.ID)
-	}
-	if addr, ok := probeTCP(ctx, addrs); ok {
-		err = fmt.Errorf("%w with %s at %s: %v; check that both nodes use the same swarm.key",
-			ErrCannotNegotiate, ai.ID, addr, err)
-		s.errs.add(err.Error(), time.Now())
-		s.log.Error("cannot negotiate with peer", "peer", ai.ID, "addr", addr, "err", err)
-	}
+	err = fmt.Errorf("%w with %s at %s: %v; check that both nodes use the same swarm.key",
+		ErrCannotNegotiate, ai.ID, addr, err)
+	s.errs.add(err.Error(), time.Now())
+	s.log.Error("cannot negotiate with peer", "peer", ai.ID, "addr", addr, "err", err)
 	return err
 }
 
