@@ -63,10 +63,11 @@ func ParseSwarmKey(r io.Reader) ([]byte, error) {
 // swarm key (or one has none).
 var ErrCannotNegotiate = errors.New("swarm key mismatch / cannot negotiate")
 
-// dial connects to a peer within dialTimeout. When the dial fails but a
-// plain TCP connection to one of its addresses succeeds, the handshake is
-// what failed: it reports ErrCannotNegotiate with the address, in the log
-// and in Status().Errors, instead of leaving the owner with a timeout.
+// dial connects to a peer, each attempt within dialTimeout. When the dial
+// fails but a plain TCP connection to one of its addresses succeeds, the
+// handshake is what failed: it dials twice more (a simultaneous open is a
+// race), then reports ErrCannotNegotiate with the address, in the log and
+// in Status().Errors, instead of leaving the owner with a timeout.
 func (s *Swarm) dial(ctx context.Context, ai peer.AddrInfo) error {
 	if ai.ID == s.host.ID() {
 		return nil
