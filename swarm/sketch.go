@@ -242,8 +242,8 @@ func (r *reconciler) describeOrSketch(o *rangeOut, lo, hi store.SyncItem, m, c i
 	r.describe(o, lo, hi, m, r.p.split)
 }
 
-// spend reports whether coding k more items stays within the session's
-// sketch budget, and counts them if so.
+// spend reports whether k more units of sketch work (items coded, symbols
+// sent) stay within the session's budget, and counts them if so.
 func (r *reconciler) spend(k int) bool {
 	if r.coded+k > sketchBudget*max(r.view.set.Len(), 1<<16) {
 		return false
