@@ -50,3 +50,8 @@ func (s *Swarm) InboundSessions(p peer.ID) int {
 	defer s.sessions.mu.Unlock()
 	return s.sessions.n[p]
 }
+
+// FetchFrom asks p for the claims of cids, as a lookup does.
+func (s *Swarm) FetchFrom(ctx context.Context, p peer.ID, cids []string) (int, error) {
+	return s.fetchFrom(ctx, p, cids)
+}

@@ -20,7 +20,9 @@ import (
 const ProtocolFetch protocol.ID = "/metanode/fetch/1.0.0"
 
 const (
-	maxFetchClaims  = 1 << 16 // claims in one fetch response
+	maxFetchClaims  = 1 << 16  // claims in one fetch response
+	maxFetchBytes   = 64 << 20 // claim bytes in one fetch response (a record's claims are far fewer)
+	maxFetchServes  = 8        // fetch requests served at once
 	fetchTimeout    = 30 * time.Second
 	lookupProviders = 3 // providers asked before giving up
 	lookupFallback  = 8 // connected peers asked when the DHT knows no provider
@@ -45,11 +47,22 @@ func (s *Swarm) serveFetch(ctx context.Context, st network.Stream) {
 		s.refuse(st, errCodeProtocol, err.Error())
 		return
 	}
+	if !s.fetchServes.TryAcquire(1) {
+		s.refuse(st, errCodeBusy, "too many fetch requests")
+		return
+	}
+	defer s.fetchServes.Release(1)
 	fw := newFrameWriter(st)
 	var stats SyncStats
 	cw := claimWriter{write: fw.write, stats: &stats}
 	seen := map[store.ID]struct{}{}
+	asked := map[string]bool{}
+	size := 0
 	for _, c := range cids {
+		if asked[c] || len(seen) >= maxFetchClaims || size >= maxFetchBytes {
+			continue // a repeated cid, or the answer is full: no more group loads
+		}
+		asked[c] = true
 		claims, err := s.cfg.Store.FetchClaims(ctx, c)
 		if err != nil {
 			s.log.Warn("fetch claims", "cid", c, "err", err)
@@ -58,11 +71,12 @@ func (s *Swarm) serveFetch(ctx context.Context, st network.Stream) {
 		}
 		out := claims[:0]
 		for _, cl := range claims {
-			id := cl.ID()
-			if _, dup := seen[id]; dup || len(seen) >= maxFetchClaims {
+			id, n := cl.ID(), len(cl.Wire())
+			if _, dup := seen[id]; dup || len(seen) >= maxFetchClaims || size+n > maxFetchBytes {
 				continue
 			}
 			seen[id] = struct{}{}
+			size += n
 			out = append(out, cl)
 		}
 		if err := cw.add(out, nil); err != nil {
@@ -155,6 +169,7 @@ func readFetch(ctx context.Context, st network.Stream, cids []string) (_ []store
 	_ = st.CloseWrite()
 	fr := newFrameReader(st)
 	var claims []store.Claim
+	size := 0
 	for {
 		frame, err := fr.next()
 		if err != nil {
@@ -169,8 +184,8 @@ func readFetch(ctx context.Context, st network.Stream, cids []string) (_ []store
 			if err != nil {
 				return nil, err
 			}
-			if len(claims)+len(cs) > maxFetchClaims {
-				return nil, fmt.Errorf("%w: more than %d claims", errProtocol, maxFetchClaims)
+			if size += len(frame); len(claims)+len(cs) > maxFetchClaims || size > maxFetchBytes+maxFrame {
+				return nil, fmt.Errorf("%w: more than %d claims or %d bytes", errProtocol, maxFetchClaims, maxFetchBytes)
 			}
 			claims = append(claims, cs...)
 		case frameEnd:

@@ -47,6 +47,8 @@ func TestGarbage_StreamProtocols(t *testing.T) {
 		"lying list count":      append(append([]byte{}, hello...), frame(4, 0xff, 0xff, 0x03)...),
 		"garbage claims":        append(append([]byte{}, hello...), frame(2, 3, 1, 2, 3, 4)...),
 		"want flood":            append(append([]byte{}, hello...), frame(3, 0xff, 0xff, 0xff, 0x0f)...),
+		"empty wants":           append(append([]byte{}, hello...), bytes.Repeat(frame(3, 0), 100)...),
+		"empty ranges":          append(append([]byte{}, hello...), bytes.Repeat(frame(4, 0), 100)...),
 		"truncated frame":       append(append([]byte{}, hello...), 0x40, 1, 2),
 		"fetch of nothing":      frame(0x10, 0),
 		"fetch of too many":     append(frame(0x10), bytes.Repeat([]byte{1, 'x'}, 300)...),

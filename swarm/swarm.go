@@ -186,6 +186,8 @@ type Swarm struct {
 	kickCh    chan peer.ID       // blocked peers to disconnect
 	provideCh chan struct{}      // new cids queued
 	inbound   *semaphore.Weighted
+	// fetchServes bounds the fetch requests served at once.
+	fetchServes *semaphore.Weighted
 
 	meshMu sync.Mutex
 	mesh   map[peer.ID]struct{} // our gossipsub mesh on the topic (from the tracer)
@@ -251,6 +253,7 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	s.kickCh = make(chan peer.ID, 64)
 	s.provideCh = make(chan struct{}, 1)
 	s.inbound = semaphore.NewWeighted(maxInboundSyncs)
+	s.fetchServes = semaphore.NewWeighted(maxFetchServes)
 	s.refused = newRefusedSet(maxRefused)
 	s.penalties = newPenaltyBox(s.cfg.BlockFor)
 	s.limiter = newPeerLimiter(s.cfg.GossipRate)

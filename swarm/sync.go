@@ -26,6 +26,11 @@ const (
 	submitBatch    = 4096             // claims per Submit call
 	submitWorkers  = 2                // Submit calls in flight per session: verify overlaps commit
 	maxWantsInTurn = 1 << 20          // wanted claims a peer may ask for in one turn
+	// What one turn's RANGES may hold: an honest turn has at most maxOut
+	// ranges (each maybe after a skip) and, with id lists and sketches,
+	// about 24 MB; a peer must not make a node buffer more.
+	maxRangesInTurn     = 1 << 17
+	maxRangeBytesInTurn = 32 << 20
 )
 
 // SyncStats describes one finished sync session.
@@ -233,6 +238,7 @@ func (ss *session) run(ctx context.Context, initiator bool) (err error) {
 func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 	var t peerTurn
 	var batch []store.Claim
+	rangeBytes := 0
 	for {
 		_ = ss.stream.SetReadDeadline(time.Now().Add(frameTimeout))
 		frame, err := ss.fr.next()
@@ -277,6 +283,9 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 			if err != nil {
 				return t, err
 			}
+			if len(w) == 0 { // never sent: a peer holding the session open
+				return t, fmt.Errorf("%w: empty WANT", errProtocol)
+			}
 			if len(t.wants)+len(w) > maxWantsInTurn {
 				return t, fmt.Errorf("%w: more than %d wants in one turn", errProtocol, maxWantsInTurn)
 			}
@@ -285,6 +294,14 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 			rs, err := ss.rdec.decode(frame)
 			if err != nil {
 				return t, err
+			}
+			rangeBytes += len(frame)
+			switch {
+			case len(rs) == 0:
+				return t, fmt.Errorf("%w: empty RANGES", errProtocol)
+			case len(t.ranges)+len(rs) > maxRangesInTurn || rangeBytes > maxRangeBytesInTurn:
+				return t, fmt.Errorf("%w: more than %d ranges or %d bytes of them in one turn",
+					errProtocol, maxRangesInTurn, maxRangeBytesInTurn)
 			}
 			t.ranges = append(t.ranges, rs...)
 		case frameEnd:
@@ -325,11 +342,18 @@ func (ss *session) sendTurn(ctx context.Context, h *hello, plan turnPlan, peerWa
 	}
 	cw := claimWriter{write: w, stats: &ss.stats}
 	if ss.rec.push {
+		// Each claim once, however often the peer asked for it (wants
+		// repeat across WANT frames) or we found it lacking.
+		wants := slices.Clone(peerWants)
+		slices.SortFunc(wants, shortID.compare)
+		wants = slices.Compact(wants)
 		items := slices.Clone(plan.pushItems)
-		for _, s := range peerWants {
+		for _, s := range wants {
 			lo, hi := s.span()
 			items = append(items, ss.rec.view.set.Items(lo, hi, 0)...)
 		}
+		slices.SortFunc(items, store.SyncItem.Compare)
+		items = slices.Compact(items)
 		for chunk := range slices.Chunk(items, claimsPage) {
 			claims, err := ss.s.cfg.Store.ClaimsByItems(ctx, chunk)
 			if err != nil {

@@ -1,0 +1,168 @@
+package swarm_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/swarm"
+)
+
+// Peers that follow the frame format but not its spirit: each attack is
+// cut off early, and costs the node a bounded amount.
+
+// TestSync_EndlessRangesRefused: RANGES frames that never reach END (each
+// 3-byte skip entry decodes to a ~100-byte range) are refused past the
+// per-turn limit instead of being buffered.
+func TestSync_EndlessRangesRefused(t *testing.T) {
+	mn := newMocknet(t)
+	victim := newNode(t, nodeOpt{mn: mn})
+	attacker := attackerOf(t, mn, victim)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := attacker.NewStream(ctx, victim.id, swarm.ProtocolSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Reset()
+	stop := context.AfterFunc(ctx, func() { _ = st.Reset() })
+	defer stop()
+	if _, err := st.Write(frame(1, 1, 0, 0)); err != nil { // HELLO
+		t.Fatal(err)
+	}
+	// One frame of skip entries, each one millisecond past the last.
+	const perFrame = 100_000
+	body := []byte{4}
+	body = binary.AppendUvarint(body, perFrame)
+	for range perFrame {
+		body = append(body, 2, 0, 0)
+	}
+	f := append(binary.AppendUvarint(nil, uint64(len(body))), body...)
+	sent := 0
+	for ; sent < 40<<20; sent += len(f) {
+		if _, err := st.Write(f); err != nil {
+			break // the victim reset the stream
+		}
+	}
+	// Whatever was buffered, the victim ends the stream.
+	_, _ = io.Copy(io.Discard, io.LimitReader(st, 1<<20))
+	if ctx.Err() != nil || sent >= 40<<20 {
+		t.Fatalf("the victim took %d bytes of ranges in one turn", sent)
+	}
+	t.Logf("cut off after %d bytes", sent)
+}
+
+// TestSync_RepeatedWantsAnsweredOnce: a peer asking for the same claim in
+// many WANT frames of one turn gets it once.
+func TestSync_RepeatedWantsAnsweredOnce(t *testing.T) {
+	mn := newMocknet(t)
+	victim := newNode(t, nodeOpt{mn: mn})
+	w, _ := store.GenerateSigner()
+	claims := signMany(w, 0, 1, uint64(time.Now().UnixMilli())-1000)
+	victim.submit(t, claims)
+	attacker := attackerOf(t, mn, victim)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := attacker.NewStream(ctx, victim.id, swarm.ProtocolSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Reset()
+	id := claims[0].ID()
+	want := append(binary.AppendUvarint([]byte{3, 1}, claims[0].TS), id[:6]...)
+	in := frame(1, 1, 0, 0)
+	for range 50 {
+		in = append(in, frame(want...)...)
+	}
+	in = append(in, frame(5)...)
+	if _, err := st.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got := claimsUntilEnd(t, st)
+	if got != 1 {
+		t.Fatalf("the claim asked for 50 times came back %d times", got)
+	}
+}
+
+// claimsUntilEnd reads a sync or fetch answer up to END and counts the
+// claims of its CLAIMS frames.
+func claimsUntilEnd(t *testing.T, st network.Stream) int {
+	t.Helper()
+	r := bufio.NewReader(st)
+	n := 0
+	for range 10_000 {
+		size, err := binary.ReadUvarint(r)
+		if err != nil {
+			t.Fatalf("read answer: %v", err)
+		}
+		b := make([]byte, size)
+		if _, err := io.ReadFull(r, b); err != nil {
+			t.Fatalf("read answer: %v", err)
+		}
+		switch b[0] {
+		case 2:
+			k, _ := binary.Uvarint(b[1:])
+			n += int(k)
+		case 5:
+			return n
+		}
+	}
+	t.Fatal("no END")
+	return 0
+}
+
+// TestFetch_AnswerBytesBounded: a peer answering a fetch with claims far
+// past any record's size (here 70 MiB of one big claim, repeated) is cut
+// off at the byte limit, before it is all held in memory.
+func TestFetch_AnswerBytesBounded(t *testing.T) {
+	mn := newMocknet(t)
+	victim := newNode(t, nodeOpt{mn: mn})
+	attacker := attackerOf(t, mn, victim)
+	w, _ := store.GenerateSigner()
+	big := w.Text(testCID(1), "title", strings.Repeat("x", store.MaxValueBytes-64), uint64(time.Now().UnixMilli()))
+	wire := big.Wire()
+	per := (1 << 20) / len(wire)
+	body := binary.AppendUvarint([]byte{2}, uint64(per))
+	body = append(body, bytes.Repeat(wire, per)...)
+	claimsFrame := append(binary.AppendUvarint(nil, uint64(len(body))), body...)
+	sentAll := make(chan bool, 1)
+	attacker.SetStreamHandler(swarm.ProtocolFetch, func(st network.Stream) {
+		defer st.Reset()
+		_, _ = io.Copy(io.Discard, io.LimitReader(st, 1<<16)) // the request
+		for sent := 0; sent < 70<<20; sent += len(claimsFrame) {
+			if _, err := st.Write(claimsFrame); err != nil {
+				sentAll <- false
+				return
+			}
+		}
+		_, err := st.Write(frame(5))
+		sentAll <- err == nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := victim.sw.FetchFrom(ctx, attacker.ID(), []string{testCID(1)})
+	if err == nil || !strings.Contains(err.Error(), "bytes") {
+		t.Fatalf("fetch of a 70 MiB answer: %v, want the byte limit", err)
+	}
+	select {
+	case all := <-sentAll:
+		if all {
+			t.Fatal("the victim read the whole 70 MiB answer")
+		}
+	case <-ctx.Done():
+		t.Fatal("the attacker's writes neither failed nor finished")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("fetch timed out instead of refusing: %v", err)
+	}
+}
