@@ -42,7 +42,13 @@ func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, st
 	// Unchanged since it was hashed: answer without hashing or writing.
 	w.mu.Lock()
 	e, known := w.view.known[clean]
+	t := w.view.ticket()
 	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.view.done(t)
+		w.mu.Unlock()
+	}()
 	if known && e.same(f) {
 		rid, err := w.cfg.Store.Resolve(ctx, e.cid)
 		if err == nil {
@@ -64,6 +70,20 @@ func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, st
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.view.stale(clean, t) {
+		// The event loop saw the file change or vanish while this hashed
+		// it: its view is newer, answer with it.
+		cur, ok := w.view.known[clean]
+		if !ok {
+			return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w: it vanished while being hashed", clean, store.ErrNotFound)
+		}
+		rid, err := w.cfg.Store.Resolve(ctx, cur.cid)
+		if err != nil {
+			return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, err)
+		}
+		return w.localFile(clean, cur), store.FileResult{RID: rid}, nil
+	}
+	w.view.decided[clean] = t
 	prev, known := w.view.known[clean]
 	op := store.FileAdd
 	switch g, wasGone := w.view.unGone(clean); {

@@ -126,6 +126,7 @@ func (w *Watcher) scan(ctx context.Context, kind string) error {
 // of the vanished are deleted and the unpaired deferred files hashed.
 func (w *Watcher) sweep(ctx context.Context, seen map[string]struct{}, unreadable []string, deferred []fileStat, p *progress) error {
 	w.mu.Lock()
+	t := w.view.ticket() // what the event loop decides after this is newer
 	var cands []string
 	for rel := range w.view.known {
 		if _, ok := seen[rel]; !ok && !under(rel, unreadable) {
@@ -133,6 +134,11 @@ func (w *Watcher) sweep(ctx context.Context, seen map[string]struct{}, unreadabl
 		}
 	}
 	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.view.done(t)
+		w.mu.Unlock()
+	}()
 
 	// Check again outside the walk: a file created after the walk passed
 	// its directory is the event loop's to add, not a vanished one.
@@ -151,10 +157,11 @@ func (w *Watcher) sweep(ctx context.Context, seen map[string]struct{}, unreadabl
 
 	now := time.Now()
 	w.mu.Lock()
+	vanished = slices.DeleteFunc(vanished, func(rel string) bool { return w.view.stale(rel, t) })
 	for _, rel := range vanished {
 		w.view.vanish(rel, now)
 	}
-	ups, need := w.classifyLocked(deferred)
+	ups, need := w.classifyLocked(deferred, t)
 	ups = append(ups, w.deletesLocked(vanished)...)
 	_, err := w.commitLocked(ctx, ups)
 	w.mu.Unlock()

@@ -58,11 +58,53 @@ type view struct {
 	byKey  map[statKey][]string
 	loaded bool // known was read from the store
 	dirty  bool // a commit failed: reload from the store at the next scan
+
+	// Settles hash outside the lock, so a scan's result can arrive after
+	// the event loop has seen the file change again or vanish. Every
+	// settle takes a ticket when it lists its files, and every decision
+	// about a path records the ticket it was made with: a result whose
+	// ticket is older than the path's last decision is stale and dropped.
+	seq     uint64
+	decided map[string]uint64 // rel → ticket of the last decision about it
+	active  map[uint64]int    // tickets of the settles in flight
 }
 
 func newView() view {
-	return view{known: map[string]entry{}, gone: map[string]vanished{}, byKey: map[statKey][]string{}}
+	return view{known: map[string]entry{}, gone: map[string]vanished{}, byKey: map[statKey][]string{},
+		decided: map[string]uint64{}, active: map[uint64]int{}}
 }
+
+// ticket starts a settle: decisions made after it are newer than its
+// listing.
+func (v *view) ticket() uint64 {
+	v.seq++
+	v.active[v.seq]++
+	return v.seq
+}
+
+// done ends a settle's ticket and forgets decisions no settle in flight
+// can be older than (so decided stays about as big as the tree).
+func (v *view) done(t uint64) {
+	if v.active[t]--; v.active[t] <= 0 {
+		delete(v.active, t)
+	}
+	if len(v.decided) < 4096 || len(v.decided) < 2*(len(v.known)+len(v.gone)) {
+		return
+	}
+	oldest := v.seq + 1
+	for a := range v.active {
+		oldest = min(oldest, a)
+	}
+	for rel, d := range v.decided {
+		if d < oldest {
+			delete(v.decided, rel)
+		}
+	}
+}
+
+// stale reports whether a decision about rel made with ticket t would
+// undo a newer one.
+func (v *view) stale(rel string, t uint64) bool { return v.decided[rel] > t }
 
 // vanish moves a known file to gone.
 func (v *view) vanish(rel string, due time.Time) {
@@ -70,6 +112,8 @@ func (v *view) vanish(rel string, due time.Time) {
 	if !ok {
 		return
 	}
+	v.seq++
+	v.decided[rel] = v.seq // newer than any settle listed before
 	delete(v.known, rel)
 	v.gone[rel] = vanished{e, due}
 	v.byKey[e.key()] = append(v.byKey[e.key()], rel)
@@ -121,9 +165,13 @@ func (v *view) partner(f fileStat) (string, bool) {
 // classifyLocked sorts files present on disk into updates that need no
 // hashing (renames) and files that must be hashed. Unchanged files drop out.
 // Caller holds w.mu.
-func (w *Watcher) classifyLocked(files []fileStat) (ups []store.FileUpdate, need []fileStat) {
+func (w *Watcher) classifyLocked(files []fileStat, t uint64) (ups []store.FileUpdate, need []fileStat) {
 	v := &w.view
 	for _, f := range files {
+		if v.stale(f.rel, t) {
+			continue // listed before the event loop's last look at it
+		}
+		v.decided[f.rel] = t
 		if e, ok := v.known[f.rel]; ok {
 			if !e.same(f) {
 				need = append(need, f)
@@ -142,6 +190,7 @@ func (w *Watcher) classifyLocked(files []fileStat) (ups []store.FileUpdate, need
 		}
 		if old, ok := v.partner(f); ok {
 			g, _ := v.unGone(old)
+			v.decided[old] = t
 			ups = append(ups, w.renameUpdate(old, f.rel, g.entry))
 			continue
 		}
@@ -152,10 +201,13 @@ func (w *Watcher) classifyLocked(files []fileStat) (ups []store.FileUpdate, need
 
 // decideLocked turns hashed files into add/change/rename updates, dropping
 // those that turn out to be unchanged. Caller holds w.mu.
-func (w *Watcher) decideLocked(files []hashedFile) []store.FileUpdate {
+func (w *Watcher) decideLocked(files []hashedFile, t uint64) []store.FileUpdate {
 	v := &w.view
 	var ups []store.FileUpdate
 	for _, h := range files {
+		if v.stale(h.rel, t) {
+			continue // the file changed or vanished again while this was hashed
+		}
 		e := entry{h.cid, h.size, h.mtime}
 		if k, ok := v.known[h.rel]; ok {
 			if k != e {
@@ -173,7 +225,7 @@ func (w *Watcher) decideLocked(files []hashedFile) []store.FileUpdate {
 		}
 		// It may have been moved from a path that vanished while it was
 		// being hashed; the same cid makes that certain.
-		if old, ok := v.partner(h.fileStat); ok && v.gone[old].cid == h.cid {
+		if old, ok := v.partner(h.fileStat); ok && v.gone[old].cid == h.cid && !v.stale(old, t) {
 			v.unGone(old)
 			ups = append(ups, w.renameUpdate(old, h.rel, e))
 			continue
@@ -190,9 +242,15 @@ func (w *Watcher) settle(ctx context.Context, files []fileStat, p *progress) err
 		return nil
 	}
 	w.mu.Lock()
-	ups, need := w.classifyLocked(files)
+	t := w.view.ticket()
+	ups, need := w.classifyLocked(files, t)
 	_, err := w.commitLocked(ctx, ups)
 	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.view.done(t)
+		w.mu.Unlock()
+	}()
 	if err != nil {
 		return err
 	}
@@ -202,7 +260,7 @@ func (w *Watcher) settle(ctx context.Context, files []fileStat, p *progress) err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, err = w.commitLocked(ctx, w.decideLocked(hashed))
+	_, err = w.commitLocked(ctx, w.decideLocked(hashed, t))
 	return err
 }
 
