@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/metanode/metanode/store"
@@ -81,6 +83,9 @@ func (s *Server) handleRegisterFile(w http.ResponseWriter, r *http.Request) erro
 	if s.cfg.FilesRoot != "" {
 		// A symlink under plugin/ must not register a file from elsewhere.
 		if _, err := s.resolveUnderRoot(filepath.Join(s.cfg.FilesRoot, filepath.FromSlash(req.Path))); err != nil {
+			if errors.Is(err, errUnresolvable) { // the caller's path is wrong: not retryable
+				return fmt.Errorf("%w: %s %v", store.ErrBadPath, req.Path, err)
+			}
 			return err
 		}
 	}
@@ -98,6 +103,10 @@ func (s *Server) handleRegisterFile(w http.ResponseWriter, r *http.Request) erro
 // errOutsideRoot refuses a file that resolves outside the files root.
 var errOutsideRoot = errors.New("not under the files root")
 
+// errUnresolvable: a path whose symlinks cannot be resolved for another
+// reason than a missing file (a file used as a directory, a symlink loop).
+var errUnresolvable = errors.New("cannot be resolved")
+
 // resolveUnderRoot resolves symlinks in p and returns it relative to the
 // (resolved) files root; a missing file is fs.ErrNotExist, one that lands
 // outside the root a 400.
@@ -110,8 +119,11 @@ func (s *Server) resolveUnderRoot(p string) (string, error) {
 		return "", fmt.Errorf("files root: %w", err)
 	}
 	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return "", err // fs.ErrNotExist → 404
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", err // → 404
+	case err != nil:
+		return "", fmt.Errorf("%w: %v", errUnresolvable, err)
 	}
 	rel, err := filepath.Rel(root, real)
 	if err != nil || !filepath.IsLocal(rel) {
@@ -125,6 +137,9 @@ func (s *Server) resolveUnderRoot(p string) (string, error) {
 // swapped for a symlink after the check still cannot escape.
 func (s *Server) openUnderRoot(p string) (*os.File, os.FileInfo, error) {
 	rel, err := s.resolveUnderRoot(p)
+	if errors.Is(err, errUnresolvable) {
+		return nil, nil, fmt.Errorf("%w: %v", store.ErrNotFound, err) // the file is not there as indexed
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -133,7 +148,9 @@ func (s *Server) openUnderRoot(p string) (*os.File, os.FileInfo, error) {
 		return nil, nil, fmt.Errorf("files root: %w", err)
 	}
 	defer root.Close()
-	f, err := root.Open(rel)
+	// Non-blocking: opening a FIFO swapped in for the file would otherwise
+	// wait for a writer; a regular file reads the same either way.
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, err
 	}

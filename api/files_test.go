@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,6 +63,13 @@ func TestRegisterFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.sendJSON(http.MethodPost, "/api/files/register", map[string]string{"path": "plugin/evil.txt"}).wantError(t, 400, "schema_violation")
+	// Paths that cannot resolve are the caller's mistake (400), not a
+	// retryable 500: a file used as a directory, a symlink loop.
+	e.sendJSON(http.MethodPost, "/api/files/register", map[string]string{"path": "plugin/tmdb/poster.jpg/b"}).wantError(t, 400, "schema_violation")
+	if err := os.Symlink("loop", filepath.Join(e.root, "plugin/loop")); err != nil {
+		t.Fatal(err)
+	}
+	e.sendJSON(http.MethodPost, "/api/files/register", map[string]string{"path": "plugin/loop"}).wantError(t, 400, "schema_violation")
 }
 
 func TestFileServing(t *testing.T) {
@@ -134,6 +142,20 @@ func TestFileServing(t *testing.T) {
 	a = e.get("/api/file/" + r.CID + "/info")
 	if strings.TrimSpace(string(a.body)) != `{"exists":false}` {
 		t.Errorf("info of an escaping file: %s", a.body)
+	}
+
+	// Swapped for a named pipe: refused at once (opening one for reading
+	// would wait for a writer).
+	if err := os.Remove(filepath.Join(e.root, "plugin/a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(e.root, "plugin/a.txt"), 0o644); err != nil {
+		t.Skipf("no named pipes here: %v", err)
+	}
+	e.get("/file/"+r.CID).wantError(t, 404, "unknown_cid")
+	a = e.get("/api/file/" + r.CID + "/info")
+	if strings.TrimSpace(string(a.body)) != `{"exists":false}` {
+		t.Errorf("info of a named pipe: %s", a.body)
 	}
 }
 
