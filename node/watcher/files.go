@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -126,7 +127,10 @@ func (w *Watcher) hashFile(rel string) (hashedFile, error) {
 	if !fi.Mode().IsRegular() {
 		return hashedFile{}, fmt.Errorf("%s: %w", rel, errNotRegular)
 	}
-	f, err := w.root.Open(filepath.FromSlash(rel))
+	// Non-blocking: a named pipe swapped in after the lstat would
+	// otherwise hold this worker (and Close) until a writer came; the
+	// SameFile check below refuses it. Regular files read the same.
+	f, err := w.root.OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return hashedFile{}, err
 	}
