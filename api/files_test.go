@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -144,19 +143,6 @@ func TestFileServing(t *testing.T) {
 		t.Errorf("info of an escaping file: %s", a.body)
 	}
 
-	// Swapped for a named pipe: refused at once (opening one for reading
-	// would wait for a writer).
-	if err := os.Remove(filepath.Join(e.root, "plugin/a.txt")); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(filepath.Join(e.root, "plugin/a.txt"), 0o644); err != nil {
-		t.Skipf("no named pipes here: %v", err)
-	}
-	e.get("/file/"+r.CID).wantError(t, 404, "unknown_cid")
-	a = e.get("/api/file/" + r.CID + "/info")
-	if strings.TrimSpace(string(a.body)) != `{"exists":false}` {
-		t.Errorf("info of a named pipe: %s", a.body)
-	}
 }
 
 func TestFileServing_OutsideRoot(t *testing.T) {
