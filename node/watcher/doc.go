@@ -18,6 +18,9 @@
 // (known files, recently vanished files awaiting a rename partner) and is
 // held across each ApplyFiles call, so the store sees changes in the order
 // the view records them. Register runs on the caller's goroutine under the
-// same mutex. Close cancels, waits for both goroutines, then closes fsnotify
-// and the root.
+// same mutex. Hashing happens outside the mutex, so each settle takes a
+// ticket before it looks at the disk and every decision about a path
+// records its ticket: a result older than the path's last decision (the
+// file changed or vanished again meanwhile) is dropped. Close cancels,
+// waits for both goroutines, then closes fsnotify and the root.
 package watcher
