@@ -178,36 +178,36 @@ func tableNames(ctx context.Context, c *sql.Conn) (map[string]bool, error) {
 // claims without a stamp; it creates and stamps a fresh file. It returns
 // the truth file's identity, which the cache records so that a cache from
 // another truth file is never trusted.
-func prepareTruth(ctx context.Context, c *sql.Conn, path string) (string, error) {
+func prepareTruth(ctx context.Context, c *sql.Conn, path string) (id string, created bool, err error) {
 	names, err := tableNames(ctx, c)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if names["kv"] {
-		return "", fmt.Errorf("%w: %s holds the v1 kv table (meta-core 1.x layout); convert it with the claims-migrate tool, or move the file away to start empty", ErrSchema, path)
+		return "", false, fmt.Errorf("%w: %s holds the v1 kv table (meta-core 1.x layout); convert it with the claims-migrate tool, or move the file away to start empty", ErrSchema, path)
 	}
 	version := ""
 	if names["meta"] {
 		err := c.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'schema-version'`).Scan(&version)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return "", err
+			return "", false, err
 		}
 	}
 	switch {
 	case version == truthVersion:
 	case version != "":
-		return "", fmt.Errorf("%w: %s has schema-version %q and this build reads %q; use a matching metanode build, or move the file away to start empty", ErrSchema, path, version, truthVersion)
+		return "", false, fmt.Errorf("%w: %s has schema-version %q and this build reads %q; use a matching metanode build, or move the file away to start empty", ErrSchema, path, version, truthVersion)
 	case names["claim"]:
 		var n int
 		if err := c.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM claim LIMIT 1)`).Scan(&n); err != nil {
-			return "", err
+			return "", false, err
 		}
 		if n > 0 {
-			return "", fmt.Errorf("%w: %s holds claims but no schema-version; it was not written by metanode: move it away to start empty", ErrSchema, path)
+			return "", false, fmt.Errorf("%w: %s holds claims but no schema-version; it was not written by metanode: move it away to start empty", ErrSchema, path)
 		}
 	}
 	if _, err := c.ExecContext(ctx, truthDDL); err != nil {
-		return "", fmt.Errorf("create truth schema: %w", err)
+		return "", false, fmt.Errorf("create truth schema: %w", err)
 	}
 	if version == "" {
 		id := make([]byte, 16)
@@ -216,14 +216,14 @@ func prepareTruth(ctx context.Context, c *sql.Conn, path string) (string, error)
 			('schema-version', ?), ('truth-id', ?), ('last_seq', '0'), ('rebuild_seq', '0')
 			ON CONFLICT(name) DO UPDATE SET value = excluded.value`, truthVersion, hex.EncodeToString(id))
 		if err != nil {
-			return "", fmt.Errorf("stamp truth schema: %w", err)
+			return "", false, fmt.Errorf("stamp truth schema: %w", err)
 		}
 	}
 	var truthID string
 	if err := c.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'truth-id'`).Scan(&truthID); err != nil {
-		return "", fmt.Errorf("read truth id: %w", err)
+		return "", false, fmt.Errorf("read truth id: %w", err)
 	}
-	return truthID, nil
+	return truthID, version == "", nil
 }
 
 // prepareCache creates the cache schema. It reports false when the file

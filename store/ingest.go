@@ -159,6 +159,12 @@ func (w *writer) truthPhase(b *batch, reqs []*request) error {
 		if err := w.trustDelta(b, b.startView, w.view); err != nil {
 			return err
 		}
+		// Whose votes count changed (a trust-list change or a vouch): a
+		// catch-up after a crash cannot replay that claim by claim (a vouch
+		// sits on a peer-id cid, not on the records it changes).
+		if b.trustChanged {
+			b.rebuild = true
+		}
 	}
 	if w.s.failTruth != nil {
 		if err := w.s.failTruth(); err != nil {

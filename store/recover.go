@@ -176,7 +176,14 @@ func (w *writer) boot(ctx context.Context) error {
 	}
 	switch {
 	case !cs.hasApplied || cs.truthID != w.s.truthID:
-		err = w.rebuild(ctx, "the cache is new or belongs to another truth file")
+		// A new cache for an existing truth holds no file events either:
+		// cursors into the old one's files stream get a Gap, as meta
+		// cursors do after any rebuild. A new node has no such cursors.
+		var lost []Stream
+		if !w.s.truthNew {
+			lost = append(lost, StreamFiles)
+		}
+		err = w.rebuild(ctx, "the cache is new or belongs to another truth file", lost...)
 	case cs.applied > w.lastSeq:
 		err = w.rebuild(ctx, "the cache is ahead of truth (truth restored from a backup?)")
 	case cs.applied < w.lastSeq:
@@ -270,7 +277,7 @@ func (w *writer) catchUpFrom(ctx context.Context, applied int64) error {
 // rebuild recomputes the whole cache from truth. It writes no per-key
 // events: cursors issued before it get a Gap. Local files and the file
 // event stream are kept (they are not derived from truth).
-func (w *writer) rebuild(ctx context.Context, why string) (err error) {
+func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err error) {
 	start := time.Now()
 	w.s.log.Info("rebuilding the cache from truth", "why", why)
 	b := newBatch(w)
@@ -350,8 +357,10 @@ func (w *writer) rebuild(ctx context.Context, why string) (err error) {
 	for p := range w.schema {
 		w.schemaDirty[p] = true
 	}
-	if err := w.markGap(b, StreamMeta); err != nil {
-		return err
+	for _, st := range append([]Stream{StreamMeta}, lost...) {
+		if err := w.markGap(b, st); err != nil {
+			return err
+		}
 	}
 	if _, err := w.cPut.exec("meta:truth_id", w.s.truthID); err != nil {
 		return err

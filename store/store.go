@@ -64,6 +64,7 @@ type Store struct {
 	reqs           chan *request
 	writerDone     chan struct{}
 	truthID        string
+	truthNew       bool // this Open created the truth file
 
 	groups *groups
 	princ  *principals
@@ -187,7 +188,7 @@ func (s *Store) Open(ctx context.Context) (err error) {
 		return fmt.Errorf("open truth %s: %w", truthPath, err)
 	}
 	closers = append(closers, tconn.Close)
-	if s.truthID, err = prepareTruth(ctx, tconn, truthPath); err != nil {
+	if s.truthID, s.truthNew, err = prepareTruth(ctx, tconn, truthPath); err != nil {
 		return fmt.Errorf("open truth: %w", err)
 	}
 
