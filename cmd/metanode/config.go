@@ -437,10 +437,28 @@ func checkPeerAddrs(addrs []string) string {
 }
 
 func checkSwarmName(c *Config) string {
-	if c.Swarm == "" || strings.ContainsAny(c.Swarm, "/ \t\n") {
-		return "must be a non-empty name without '/' or spaces"
+	if !validSwarmName(c.Swarm) {
+		return "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
 	}
 	return ""
+}
+
+// validSwarmName: the name becomes part of topic and protocol names and
+// is written into config files (where ${VAR} is expanded), so it keeps to
+// a plain alphabet.
+func validSwarmName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case i > 0 && (r == '.' || r == '_' || r == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // defaultDataDir: $METANODE_DATA, else $XDG_DATA_HOME/metanode, else

@@ -179,6 +179,7 @@ func TestLoadConfig_Errors(t *testing.T) {
 		{name: "no listen", yaml: "listen: []\n", field: "listen"},
 		{name: "bootstrap without peer", yaml: "bootstrap: [/ip4/1.2.3.4/tcp/4001]\n", field: "bootstrap"},
 		{name: "swarm name", yaml: "swarm: a/b\n", field: "swarm"},
+		{name: "swarm name charset", flags: map[string][]string{"swarm": {"home$net"}}, field: "swarm"},
 		{name: "relay without peer", env: map[string]string{"METANODE_RELAYS": "/ip4/1.2.3.4/tcp/4001"}, field: "relays"},
 		{name: "log level", yaml: "log-level: loud\n", field: "log-level"},
 		{name: "log format", yaml: "log-format: xml\n", field: "log-format"},

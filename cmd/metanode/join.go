@@ -82,6 +82,9 @@ the same data directory first.`)
 	if err != nil {
 		return usagef("join", "%v", err)
 	}
+	if !validSwarmName(inv.Swarm) {
+		return usagef("join", "the code names swarm %q, which is not a valid swarm name", inv.Swarm)
+	}
 	cfg, layers, err := c.loadConfig(vals, *configPath)
 	if err != nil {
 		return err
@@ -229,12 +232,27 @@ func writeJoinConfig(path string, inv node.Invite, keyPath string) error {
 		}
 		return writeFileAtomic(path, append(bytes.TrimRight(b, "\n"), append([]byte("\n"), add.Bytes()...)...))
 	}
+	// The file's bootstrap peers are kept (and the code's added) unless the
+	// node moves into or out of a private swarm: a private swarm's peers
+	// are unreachable from outside it and the other way round. A public
+	// code also drops the file's swarm key.
+	sameSwarm := false
+	if old := mapValue(m, "swarm"); old != nil {
+		var name string
+		_ = old.Decode(&name)
+		sameSwarm = name == inv.Swarm
+	}
+	hadKey := mapValue(m, "swarm-key") != nil
+	keepBoot := sameSwarm || (keyPath == "" && !hadKey)
+	if keyPath == "" {
+		deleteKey(m, "swarm-key")
+	}
 	for _, k := range order {
 		v, ok := set[k]
 		if !ok {
 			continue
 		}
-		if k == "bootstrap" {
+		if k == "bootstrap" && keepBoot {
 			if old := mapValue(m, k); old != nil {
 				var have []string
 				_ = old.Decode(&have)
@@ -261,6 +279,16 @@ func writeJoinConfig(path string, inv node.Invite, keyPath string) error {
 		return fmt.Errorf("config: %w", err)
 	}
 	return writeFileAtomic(path, out)
+}
+
+// deleteKey removes key and its value from the mapping m.
+func deleteKey(m *yaml.Node, key string) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content = slices.Delete(m.Content, i, i+2)
+			return
+		}
+	}
 }
 
 func hasAnyKey(m *yaml.Node, keys []string) bool {

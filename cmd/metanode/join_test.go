@@ -77,6 +77,22 @@ func TestWriteJoinConfig(t *testing.T) {
 			t.Fatalf("config: swarm %q key %q http %q bootstrap %v", cfg.Swarm, cfg.SwarmKey, cfg.HTTP, cfg.Bootstrap)
 		}
 	})
+	t.Run("PrivateToPublic", func(t *testing.T) {
+		// A home in a private swarm joins a public one: the old key and the
+		// old swarm's peers go, or every dial fails the handshake.
+		path := filepath.Join(t.TempDir(), "metanode.yml")
+		old := "swarm: priv\nswarm-key: /data/swarm.key\nbootstrap:\n  - /ip4/10.0.0.1/tcp/4001/p2p/" + c + "\n"
+		if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeJoinConfig(path, inv, ""); err != nil {
+			t.Fatal(err)
+		}
+		cfg := load(t, path)
+		if cfg.Swarm != "family" || cfg.SwarmKey != "" || !slices.Equal(cfg.Bootstrap, wantBoot) {
+			t.Fatalf("config: swarm %q key %q bootstrap %v", cfg.Swarm, cfg.SwarmKey, cfg.Bootstrap)
+		}
+	})
 	t.Run("NotAMapping", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "metanode.yml")
 		if err := os.WriteFile(path, []byte("- a\n- b\n"), 0o600); err != nil {
