@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 
 	"github.com/metanode/metanode/node"
@@ -22,4 +23,18 @@ func TestNode_DataDirLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	openNode(t, testConfig(t, dir))
+}
+
+// A node whose truth database lives in another running node's directory
+// (--truth-db) stops at once too: two nodes never write one truth.
+func TestNode_TruthElsewhereLocked(t *testing.T) {
+	dir := dataDir(t, "home")
+	openNode(t, testConfig(t, dir))
+	cfg := testConfig(t, dataDir(t, "other"))
+	cfg.TruthPath = filepath.Join(dir, node.TruthFile)
+	second := node.New(cfg)
+	if err := second.Open(context.Background()); !errors.Is(err, node.ErrDataDirInUse) {
+		t.Fatalf("second node on the first's truth database: %v", err)
+	}
+	_ = second.Close()
 }

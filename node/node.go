@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,6 +98,15 @@ func (n *Node) Open(ctx context.Context) (err error) {
 			return fmt.Errorf("open node: %w", err)
 		}
 		n.addCloser("data directory lock", unlock)
+	}
+	// A truth database kept elsewhere (--truth-db) is guarded by a lock in
+	// its own directory too: two nodes must never write one truth.
+	if td := filepath.Dir(n.cfg.TruthPath); n.cfg.TruthPath != "" && filepath.Clean(td) != filepath.Clean(n.cfg.DataDir) {
+		unlock, err := lockDataDir(td)
+		if err != nil {
+			return fmt.Errorf("open node: truth database %s: %w", n.cfg.TruthPath, err)
+		}
+		n.addCloser("truth directory lock", unlock)
 	}
 	if err := n.openIdentity(); err != nil {
 		return fmt.Errorf("open node: %w", err)
