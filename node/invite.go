@@ -255,7 +255,15 @@ func (n *Node) readInvites() ([]pendingInvite, error) {
 	}
 	var list []pendingInvite
 	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("%s: %w", InvitesFile, err)
+		// Written atomically, so only a disk error or a hand edit gets
+		// here. Set it aside rather than refuse every invite and pairing
+		// until someone repairs it: the codes it held stop working.
+		bad := filepath.Join(n.cfg.DataDir, InvitesFile+".bad")
+		if rerr := os.Rename(filepath.Join(n.cfg.DataDir, InvitesFile), bad); rerr != nil {
+			return nil, fmt.Errorf("%s: %w (and setting it aside: %v)", InvitesFile, err, rerr)
+		}
+		n.log.Warn("unreadable invites file set aside; its codes no longer work", "file", bad, "err", err)
+		return nil, nil
 	}
 	return list, nil
 }

@@ -125,3 +125,19 @@ func FuzzParseInvite(f *testing.F) {
 		}
 	})
 }
+
+// TestNode_InvitesFileUnreadable: a damaged invites file is set aside (its
+// codes stop working) instead of refusing every invite from then on.
+func TestNode_InvitesFileUnreadable(t *testing.T) {
+	dir := dataDir(t, "a")
+	a := openNode(t, testConfig(t, dir))
+	if err := os.WriteFile(filepath.Join(dir, node.InvitesFile), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Invite(context.Background(), time.Hour); err != nil {
+		t.Fatalf("invite with a damaged invites file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, node.InvitesFile+".bad")); err != nil {
+		t.Fatalf("the damaged file was not set aside: %v", err)
+	}
+}
