@@ -14,6 +14,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/libp2p/go-libp2p/core/host"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/swarm"
 )
@@ -95,33 +97,8 @@ func TestGossip_BadPeerCutOff(t *testing.T) {
 	honest := newNode(t, nodeOpt{mn: mn})
 	linkConnect(t, mn, victim, honest)
 
-	// The attacker is a bare gossipsub host on the same topic.
-	bad, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.LinkPeers(bad.ID(), victim.id); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ps, err := pubsub.NewGossipSub(ctx, bad, pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
-		pubsub.WithNoAuthor(), pubsub.WithFloodPublish(true),
-		pubsub.WithMessageIdFn(func(m *pb.Message) string { h := sha256.Sum256(m.Data); return string(h[:]) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	topic, err := ps.Join(victim.sw.Topic())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = topic.Close() })
-	if _, err := mn.ConnectPeers(bad.ID(), victim.id); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the attacker to see the victim on the topic", func() bool {
-		return len(topic.ListPeers()) > 0
-	})
+	bad, topic := gossipAttacker(t, mn, victim)
+	ctx := context.Background()
 	// Garbage and oversized data first: rejected without harm.
 	for _, data := range [][]byte{{1, 0xff, 0xff, 0xff}, bytes.Repeat([]byte{1}, 600<<10)} {
 		_ = topic.Publish(ctx, data)
@@ -156,6 +133,62 @@ func TestGossip_BadPeerCutOff(t *testing.T) {
 	}
 	if st := victim.sw.Status(); !slices.ContainsFunc(st.Errors, func(e string) bool { return len(e) > 0 }) {
 		t.Fatalf("no error reported for the blocked peer: %v", st.Errors)
+	}
+}
+
+// gossipAttacker is a bare gossipsub host on victim's topic, connected to
+// it, with the swarm's message rules.
+func gossipAttacker(t *testing.T, mn mocknet.Mocknet, victim *node) (host.Host, *pubsub.Topic) {
+	t.Helper()
+	bad, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.LinkPeers(bad.ID(), victim.id); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ps, err := pubsub.NewGossipSub(ctx, bad, pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
+		pubsub.WithNoAuthor(), pubsub.WithFloodPublish(true),
+		pubsub.WithMessageIdFn(func(m *pb.Message) string { h := sha256.Sum256(m.Data); return string(h[:]) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := ps.Join(victim.sw.Topic())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = topic.Close() })
+	if _, err := mn.ConnectPeers(bad.ID(), victim.id); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the attacker to see the victim on the topic", func() bool {
+		return len(topic.ListPeers()) > 0
+	})
+	return bad, topic
+}
+
+// A message that carries a claim the node holds, but with a broken
+// signature (the id covers only the payload), next to a fresh valid claim
+// is rejected, not forwarded: forwarding it would get this node penalised
+// by every peer that lacks the claim.
+func TestGossip_KnownClaimBrokenSignature(t *testing.T) {
+	mn := newMocknet(t)
+	victim := newNode(t, nodeOpt{mn: mn})
+	w, _ := store.GenerateSigner()
+	ts := uint64(time.Now().UnixMilli()) - 1000
+	held := signMany(w, 0, 2, ts)
+	victim.submit(t, held[:1])
+	bad, topic := gossipAttacker(t, mn, victim)
+	broken := held[0]
+	broken.Sig[3] ^= 0xff
+	if err := topic.Publish(context.Background(), swarm.EncodeGossip([]store.Claim{broken, held[1]})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the sender to be held to account", func() bool { return victim.sw.Struck(bad.ID()) })
+	if n, _ := victim.setOf(); n != 1 {
+		t.Fatalf("victim holds %d claims: the message was accepted", n)
 	}
 }
 

@@ -185,12 +185,15 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 	ids := make([]store.ID, 0, len(claims))
 	var held []int // claims of signers not trusted (yet): see admitVouched
 	var heldIDs []store.ID
+	var known []store.Claim // held already: not stored again (see below)
+	var knownIDs []store.ID
 	ignore := false
 	for i := range claims {
 		c := &claims[i]
 		id := c.ID()
 		if set.Has(store.SyncItem{TS: c.TS, ID: id}) {
 			s.met.gossipClaims.WithLabelValues("known").Inc()
+			known, knownIDs = append(known, *c), append(knownIDs, id)
 			continue
 		}
 		if err := c.Check(now, s.cfg.MaxSkew); err != nil {
@@ -240,21 +243,29 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 			ignore = true
 		}
 	}
+	if !s.verifyGossip(from, fresh, ids) {
+		return pubsub.ValidationReject
+	}
+	// After verification: only valid claims spend their signer's budget
+	// (claims forged in a trusted signer's name must not use it up).
 	if s.limitSigners(&fresh, &ids) {
 		ignore = true
-	}
-	for i, err := range store.VerifyAll(fresh, ids, nil) {
-		if err != nil {
-			s.met.gossipClaims.WithLabelValues("invalid").Inc()
-			s.met.gossipMsgs.WithLabelValues("rejected").Inc()
-			s.penalize(from, fmt.Sprintf("gossip: claim %s: %v", ids[i], err))
-			return pubsub.ValidationReject
-		}
 	}
 	s.met.gossipClaims.WithLabelValues("new").Add(float64(len(fresh)))
 	if len(fresh) == 0 {
 		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
 		return pubsub.ValidationIgnore
+	}
+	// Forwarding sends the message byte for byte, known claims included:
+	// their signatures must hold too (a claim's id covers only its payload,
+	// so a known claim may come with a broken signature, and a peer that
+	// lacks it would penalise this node). Checked only now, for messages
+	// this node would forward, and counted in the peer's rate.
+	if !ignore && len(known) > 0 && !s.limiter.allow(from, len(known)) {
+		ignore = true
+	}
+	if !ignore && !s.verifyGossip(from, known, knownIDs) {
+		return pubsub.ValidationReject
 	}
 	if ignore {
 		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
@@ -264,6 +275,20 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 	s.met.gossipMsgs.WithLabelValues("accepted").Inc()
 	msg.ValidatorData = fresh
 	return pubsub.ValidationAccept
+}
+
+// verifyGossip verifies claims in parallel; on a bad signature it
+// penalises the peer that sent them and reports false.
+func (s *Swarm) verifyGossip(from peer.ID, claims []store.Claim, ids []store.ID) bool {
+	for i, err := range store.VerifyAll(claims, ids, nil) {
+		if err != nil {
+			s.met.gossipClaims.WithLabelValues("invalid").Inc()
+			s.met.gossipMsgs.WithLabelValues("rejected").Inc()
+			s.penalize(from, fmt.Sprintf("gossip: claim %s: %v", ids[i], err))
+			return false
+		}
+	}
+	return true
 }
 
 // admitVouched lets a message carry a vouch and the vouched signer's

@@ -151,7 +151,8 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 }
 
 // leastRecentlySynced returns up to n connected peers that speak the sync
-// protocol, those synced longest ago first.
+// protocol, those whose last session (failed or not) ended longest ago
+// first.
 func (s *Swarm) leastRecentlySynced(n int) []peer.ID {
 	var ps []peer.ID
 	for _, p := range s.host.Network().Peers() {
@@ -161,7 +162,7 @@ func (s *Swarm) leastRecentlySynced(n int) []peer.ID {
 	}
 	rand.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
 	slices.SortStableFunc(ps, func(a, b peer.ID) int {
-		return s.peerStats.lastSync(a).Compare(s.peerStats.lastSync(b))
+		return s.peerStats.lastTry(a).Compare(s.peerStats.lastTry(b))
 	})
 	return ps[:min(n, len(ps))]
 }

@@ -33,6 +33,8 @@ type PeerSync struct {
 	RoundTrips  int
 	ClaimsSent  int64
 	ClaimsRecvd int64
+
+	tried time.Time // the last session's end, whatever its outcome
 }
 
 // PeerInfo describes one connected peer.
@@ -155,6 +157,7 @@ func (ps *peerStats) synced(st SyncStats) {
 	e.RoundTrips = st.RoundTrips
 	e.ClaimsSent += st.ClaimsSent
 	e.ClaimsRecvd += st.ClaimsRecvd
+	e.tried = time.Now()
 	if st.Err != nil {
 		e.LastError = st.Err.Error()
 		return
@@ -174,9 +177,12 @@ func (ps *peerStats) get(p peer.ID) (PeerSync, bool) {
 }
 
 // lastSync returns when the last successful session with p ended.
-func (ps *peerStats) lastSync(p peer.ID) time.Time {
+// lastTry is when the last session with p ended, failed or not: the
+// periodic sync's order, so peers whose sessions fail do not take every
+// periodic slot (a failed session leaves LastSync as it was).
+func (ps *peerStats) lastTry(p peer.ID) time.Time {
 	e, _ := ps.get(p)
-	return e.LastSync
+	return e.tried
 }
 
 func (ps *peerStats) syncs() map[string]PeerSync {
