@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/swarm"
@@ -24,18 +25,10 @@ import (
 // 3-byte skip entry decodes to a ~100-byte range) are refused past the
 // per-turn limit instead of being buffered.
 func TestSync_EndlessRangesRefused(t *testing.T) {
-	mn := newMocknet(t)
-	victim := newNode(t, nodeOpt{mn: mn})
-	attacker := attackerOf(t, mn, victim)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := attacker.NewStream(ctx, victim.id, swarm.ProtocolSync)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Reset()
-	stop := context.AfterFunc(ctx, func() { _ = st.Reset() })
-	defer stop()
+	mn := newMocknet(t)
+	st := rawSyncStream(ctx, t, mn, newNode(t, nodeOpt{mn: mn}))
 	if _, err := st.Write(frame(1, 1, 0, 0)); err != nil { // HELLO
 		t.Fatal(err)
 	}
@@ -69,14 +62,9 @@ func TestSync_RepeatedWantsAnsweredOnce(t *testing.T) {
 	w, _ := store.GenerateSigner()
 	claims := signMany(w, 0, 1, uint64(time.Now().UnixMilli())-1000)
 	victim.submit(t, claims)
-	attacker := attackerOf(t, mn, victim)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := attacker.NewStream(ctx, victim.id, swarm.ProtocolSync)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Reset()
+	st := rawSyncStream(ctx, t, mn, victim)
 	id := claims[0].ID()
 	want := append(binary.AppendUvarint([]byte{3, 1}, claims[0].TS), id[:6]...)
 	in := frame(1, 1, 0, 0)
@@ -92,6 +80,19 @@ func TestSync_RepeatedWantsAnsweredOnce(t *testing.T) {
 	if got != 1 {
 		t.Fatalf("the claim asked for 50 times came back %d times", got)
 	}
+}
+
+// rawSyncStream opens a sync stream to victim from a bare attacker host;
+// it is reset when ctx ends or the test does.
+func rawSyncStream(ctx context.Context, t *testing.T, mn mocknet.Mocknet, victim *node) network.Stream {
+	t.Helper()
+	st, err := attackerOf(t, mn, victim).NewStream(ctx, victim.id, swarm.ProtocolSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Reset() })
+	context.AfterFunc(ctx, func() { _ = st.Reset() })
+	return st
 }
 
 // claimsUntilEnd reads a sync or fetch answer up to END and counts the
