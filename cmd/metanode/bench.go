@@ -20,9 +20,9 @@ func (c *cli) bench(ctx context.Context, args []string) error {
 	}
 	switch args[0] {
 	case "verify":
-		return c.benchVerify(ctx, args[1:])
+		return inSub("bench verify", c.benchVerify(ctx, args[1:]))
 	case "swarm":
-		return c.benchSwarm(ctx, args[1:])
+		return inSub("bench swarm", c.benchSwarm(ctx, args[1:]))
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(c.stdout, `Usage: metanode bench verify|swarm [flags]
 

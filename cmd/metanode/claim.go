@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"time"
@@ -68,8 +69,12 @@ func (cf *claimFlags) sign(cmd string) (store.Claim, error) {
 		return store.Claim{}, usagef(cmd, "give exactly one of --value, --retract or --cipher-b64")
 	}
 	signer, err := store.LoadSigner(cf.signer)
-	if err != nil {
-		return store.Claim{}, fmt.Errorf("%w (make one with 'metanode keygen --out %s')", err, cf.signer)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return store.Claim{}, fmt.Errorf("--signer: %w; make a key with 'metanode keygen --out %s'", err, cf.signer)
+	case err != nil:
+		// keygen refuses to overwrite a file: point at the right file instead.
+		return store.Claim{}, fmt.Errorf("--signer: %w; give the key file 'metanode keygen --out FILE' wrote", err)
 	}
 	ts := cf.ts
 	if ts == 0 {
@@ -89,9 +94,38 @@ func (cf *claimFlags) sign(cmd string) (store.Claim, error) {
 		c = signer.Cipher(cf.cid, cf.key, raw, ts)
 	}
 	if err := c.Check(time.Now(), store.DefaultMaxSkew); err != nil {
-		return store.Claim{}, fmt.Errorf("the claim would be rejected: %w", err)
+		flag, hint := cf.blame(err)
+		return store.Claim{}, usagef(cmd, "%s: %v; %s", flag, err, hint)
 	}
 	return c, nil
+}
+
+// blame names the flag whose value makes a node reject the claim, and what
+// to give instead: the claim comes from flags only, so a rejection is a bad
+// flag value (exit 2), like a bad CID given to get.
+func (cf *claimFlags) blame(err error) (flag, hint string) {
+	value := "--value"
+	if cf.cipherB64 != nil {
+		value = "--cipher-b64"
+	}
+	switch {
+	case errors.Is(err, store.ErrBadCID):
+		return "--cid", "give a content id in its canonical CIDv1 form (bafk…, baga…)"
+	case errors.Is(err, store.ErrFutureTimestamp):
+		return "--ts", "give milliseconds since 1970 no later than now, or leave --ts out"
+	case errors.Is(err, store.ErrTooLarge):
+		return value, fmt.Sprintf("give at most %d bytes", store.MaxValueBytes)
+	case errors.Is(err, store.ErrBadValue):
+		if store.IsLinkKey(cf.key) {
+			return value, "a cids/<cid> link takes --value true or --retract"
+		}
+		return value, "give valid UTF-8 text, or --cipher-b64 for bytes"
+	case errors.Is(err, store.ErrDeprecatedField), errors.Is(err, store.ErrReservedKey):
+		return "--key", "choose another --key"
+	case errors.Is(err, store.ErrBadKey):
+		return "--key", "give a field path such as title or cast/0/name (segments joined by /)"
+	}
+	return "--signer", "give the key file 'metanode keygen --out FILE' wrote"
 }
 
 func (c *cli) claim(ctx context.Context, args []string) error {
@@ -100,9 +134,9 @@ func (c *cli) claim(ctx context.Context, args []string) error {
 	}
 	switch args[0] {
 	case "sign":
-		return c.claimSign(args[1:])
+		return inSub("claim sign", c.claimSign(args[1:]))
 	case "put":
-		return c.claimPut(ctx, args[1:])
+		return inSub("claim put", c.claimPut(ctx, args[1:]))
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(c.stdout, "Usage: metanode claim sign|put [flags]\n\n  sign  print a signed claim as JSON\n  put   sign and post claims to a node (or post claim JSON lines from stdin)\n")
 		return errHelp

@@ -73,6 +73,26 @@ func usagef(cmd, format string, a ...any) error {
 	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, a...)}
 }
 
+// subError labels an error of a subcommand ("claim sign"), so that its
+// message names the command that failed, as a usage error does.
+type subError struct {
+	cmd string
+	err error
+}
+
+func (e *subError) Error() string { return e.err.Error() }
+func (e *subError) Unwrap() error { return e.err }
+
+// inSub labels err as cmd's unless it is nil, the help or a usage error
+// (which names its command already).
+func inSub(cmd string, err error) error {
+	var ue *usageError
+	if err == nil || errors.Is(err, errHelp) || errors.As(err, &ue) {
+		return err
+	}
+	return &subError{cmd: cmd, err: err}
+}
+
 // errHelp is returned after printing a command's help: exit 0.
 var errHelp = errors.New("help printed")
 
@@ -141,6 +161,10 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		fmt.Fprintf(c.stderr, "metanode %s: %s\nRun 'metanode %s --help' for usage.\n", ue.cmd, ue.msg, ue.cmd)
 		return exitUsage
 	default:
+		var se *subError
+		if errors.As(err, &se) {
+			name = se.cmd
+		}
 		fmt.Fprintf(c.stderr, "metanode %s: %s\n", name, oneLine(err.Error()))
 		return exitError
 	}

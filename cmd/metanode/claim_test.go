@@ -1,0 +1,79 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRun_ClaimErrors: each error of claim sign and claim put names the
+// subcommand and the flag at fault, says what to do in one line, and is a
+// usage error (exit 2) when a flag's value is what a node would reject.
+func TestRun_ClaimErrors(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "plugin.key")
+	runCLI(t, nil, nil, "keygen", "--out", key).want(t, 0, "keygen")
+	garbage := filepath.Join(dir, "garbage.key")
+	if err := os.WriteFile(garbage, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const cid = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"
+	long := strings.Repeat("x", 70_000)
+	for _, tc := range []struct {
+		name string
+		args []string // after "claim <sub>"
+		code int
+		want []string // in stderr
+		not  string   // not in stderr
+	}{
+		{name: "missing key file", args: []string{"--signer", filepath.Join(dir, "none.key"), "--cid", cid, "--key", "k", "--value", "v"},
+			code: 1, want: []string{"--signer", "no such file", "metanode keygen --out " + filepath.Join(dir, "none.key")}},
+		// keygen refuses to overwrite a file: telling to run it there is wrong.
+		{name: "not a key file", args: []string{"--signer", garbage, "--cid", cid, "--key", "k", "--value", "v"},
+			code: 1, want: []string{"--signer", garbage, "64 hex"}, not: "keygen --out " + garbage},
+		{name: "bad cid", args: []string{"--signer", key, "--cid", "not-a-cid", "--key", "title", "--value", "x"},
+			code: 2, want: []string{"--cid", "not-a-cid", "CIDv1"}},
+		{name: "future ts", args: []string{"--signer", key, "--cid", cid, "--key", "title", "--value", "x", "--ts", "99999999999999"},
+			code: 2, want: []string{"--ts", "future", "leave --ts out"}},
+		{name: "bad key", args: []string{"--signer", key, "--cid", cid, "--key", "a//b", "--value", "x"},
+			code: 2, want: []string{"--key", "empty segment", "field path"}},
+		{name: "reserved key", args: []string{"--signer", key, "--cid", cid, "--key", "filePath", "--value", "x"},
+			code: 2, want: []string{"--key", "never signed", "another --key"}},
+		{name: "value too large", args: []string{"--signer", key, "--cid", cid, "--key", "title", "--value", long},
+			code: 2, want: []string{"--value", "exceeds", "at most"}},
+		{name: "link value", args: []string{"--signer", key, "--cid", cid, "--key", "cids/bafkreia2kqqsxhyzhjvgyu4czxinlmcpzzn4bqdqmw6vaxhbrbd6qtyvcu", "--value", "yes"},
+			code: 2, want: []string{"--value", "--value true"}},
+	} {
+		for _, sub := range []string{"sign", "put"} {
+			t.Run(tc.name+"/"+sub, func(t *testing.T) {
+				args := append([]string{"claim", sub, "--api", "http://127.0.0.1:1"}, tc.args...)
+				if sub == "sign" {
+					args = append([]string{"claim", sub}, tc.args...)
+				}
+				r := runCLI(t, nil, nil, args...)
+				r.want(t, tc.code, args...)
+				if prefix := "metanode claim " + sub + ": "; !strings.HasPrefix(r.stderr, prefix) {
+					t.Errorf("stderr %q: want it to start with %q", r.stderr, prefix)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(r.stderr, w) {
+						t.Errorf("stderr %q lacks %q", r.stderr, w)
+					}
+				}
+				if tc.not != "" && strings.Contains(r.stderr, tc.not) {
+					t.Errorf("stderr %q: says %q", r.stderr, tc.not)
+				}
+				if r.stdout != "" {
+					t.Errorf("stdout %q: want nothing", r.stdout)
+				}
+			})
+		}
+	}
+	// An error after the flags were fine names the subcommand too.
+	r := runCLI(t, nil, nil, "claim", "put", "--api", "http://127.0.0.1:1", "--signer", key, "--cid", cid, "--key", "title", "--value", "x")
+	r.want(t, 1, "claim put to no node")
+	if !strings.HasPrefix(r.stderr, "metanode claim put: ") {
+		t.Errorf("stderr %q: want it to name claim put", r.stderr)
+	}
+}
