@@ -133,7 +133,9 @@ func TestMetrics(t *testing.T) {
 		`metanode_api_claims_total{outcome="accepted"} 2`,
 		`metanode_api_claims_total{outcome="rejected"} 1`,
 		`metanode_sse_subscribers{stream="meta"} 1`,
-		`metanode_sse_events_total{stream="meta"}`,
+		`metanode_sse_events_total{stream="meta"} 1`, // the year's set, written to the stream
+		// Events emitted (the store's count, whoever listens).
+		`metanode_store_events_total{stream="meta:events"}`,
 		// The store's, from the shared registry.
 		`metanode_store_queue_depth`,
 		`metanode_store_commit_seconds_count`,
