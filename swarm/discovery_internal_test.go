@@ -83,6 +83,88 @@ func TestPeerLimiter(t *testing.T) {
 	}
 }
 
+// A flood of new keys (minted signers) neither grows the limiter past its
+// bound nor resets the bucket of a key that keeps flooding; buckets idle
+// long enough to have refilled go first.
+func TestKeyedLimiter_BoundedKeepsBusyBuckets(t *testing.T) {
+	l := newKeyedLimiter[int](10, 64)
+	now := time.Unix(1000, 0)
+	if !l.allowAt(-1, 50, now) { // the flooder spends its whole burst
+		t.Fatal("burst refused")
+	}
+	for i := range 10_000 {
+		now = now.Add(time.Microsecond)
+		l.allowAt(i, 1, now)
+		if i%7 == 0 && l.allowAt(-1, 1, now) { // the flooder keeps trying
+			t.Fatalf("after %d new keys the flooder's bucket was refilled", i)
+		}
+		if n := l.len(); n > 64 {
+			t.Fatalf("%d buckets, bound 64", n)
+		}
+	}
+	// Idle buckets (refilled anyway) are dropped before busy ones.
+	l = newKeyedLimiter[int](10, 8)
+	l.allowAt(0, 50, now)
+	for i := 1; i < 8; i++ {
+		l.allowAt(i, 1, now.Add(-time.Minute)) // long idle
+	}
+	l.allowAt(100, 1, now)
+	if l.allowAt(0, 1, now) {
+		t.Fatal("the busy bucket was dropped while idle ones were kept")
+	}
+}
+
+// A peer that spent its gossip budget finds it spent after it disconnects
+// and reconnects: reconnecting must not refill it.
+func TestPeerLimiter_SurvivesReconnect(t *testing.T) {
+	mn := mocknet.New()
+	t.Cleanup(func() { _ = mn.Close() })
+	a, b := mockSwarm(t, mn, 0), mockSwarm(t, mn, 1)
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.ConnectPeers(a.host.ID(), b.host.ID()); err != nil {
+		t.Fatal(err)
+	}
+	burst := 5 * a.cfg.GossipRate
+	if !a.limiter.allow(b.host.ID(), burst) || a.limiter.allow(b.host.ID(), burst/2) {
+		t.Fatal("the limiter does not hold a burst of five seconds")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for a.peerStats.connectedSince(b.host.ID()).IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection never reached the swarm")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for range 3 {
+		// Disconnected until the swarm has handled it (the DHT or a sync
+		// may redial at once).
+		deadline = time.Now().Add(10 * time.Second)
+		for !a.peerStats.connectedSince(b.host.ID()).IsZero() {
+			if err := mn.DisconnectPeers(a.host.ID(), b.host.ID()); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the disconnect never reached the swarm")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if _, err := mn.ConnectPeers(a.host.ID(), b.host.ID()); err != nil {
+			t.Fatal(err)
+		}
+		for a.peerStats.connectedSince(b.host.ID()).IsZero() {
+			if time.Now().After(deadline) {
+				t.Fatal("the reconnect never reached the swarm")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if a.limiter.allow(b.host.ID(), burst/2) {
+		t.Fatal("reconnecting refilled the peer's gossip budget")
+	}
+}
+
 func TestRefusedSet_BoundedAndGenerations(t *testing.T) {
 	r := newRefusedSet(8)
 	for i := range 20 {

@@ -187,40 +187,101 @@ func (r *refusedSet) snapshot() []store.SyncItem {
 // ---- gossip rate limits ----
 
 // keyedLimiter is a token bucket per key (a peer, a signer): rate per
-// second, a burst of five seconds' worth. The map is bounded: past 4096 keys
-// it starts over (a flood of new keys only resets buckets, it never grows
-// memory).
+// second, a burst of five seconds' worth. A key's bucket outlives the
+// key's connection: a flooding peer that reconnects finds its bucket as
+// it left it, not refilled. Memory is bounded by max keys: a bucket idle
+// for the burst's length has refilled, so dropping it loses nothing and
+// those go first; past max busy keys the least recently used quarter goes
+// (a flood of new keys then resets only the quietest buckets, never the
+// flooder's own, which it keeps using).
 type keyedLimiter[K comparable] struct {
 	mu   sync.Mutex
 	rate int
-	keys map[K]*rate.Limiter
+	max  int
+	keys map[K]*keyedBucket
 }
 
-func newKeyedLimiter[K comparable](perSec int) *keyedLimiter[K] {
-	return &keyedLimiter[K]{rate: perSec, keys: map[K]*rate.Limiter{}}
+type keyedBucket struct {
+	lim  *rate.Limiter
+	used time.Time // last allow
+}
+
+const (
+	limiterBurst   = 5 * time.Second // a bucket holds this much of its rate
+	maxPeerBuckets = 4096            // peers tracked by the gossip limiter
+	// Signers are cheap to mint (open trust): more room, still bounded
+	// (a bucket is about 150 bytes).
+	maxSignerBuckets = 1 << 14
+)
+
+func newKeyedLimiter[K comparable](perSec, max int) *keyedLimiter[K] {
+	return &keyedLimiter[K]{rate: perSec, max: max, keys: map[K]*keyedBucket{}}
 }
 
 // newPeerLimiter bounds the new claims a peer's gossip may bring per second.
-func newPeerLimiter(perSec int) *keyedLimiter[peer.ID] { return newKeyedLimiter[peer.ID](perSec) }
-
-func (l *keyedLimiter[K]) allow(k K, n int) bool {
-	l.mu.Lock()
-	lim, ok := l.keys[k]
-	if !ok {
-		if len(l.keys) >= 4096 {
-			clear(l.keys)
-		}
-		lim = rate.NewLimiter(rate.Limit(l.rate), 5*l.rate)
-		l.keys[k] = lim
-	}
-	l.mu.Unlock()
-	return lim.AllowN(time.Now(), n)
+func newPeerLimiter(perSec int) *keyedLimiter[peer.ID] {
+	return newKeyedLimiter[peer.ID](perSec, maxPeerBuckets)
 }
 
-func (l *keyedLimiter[K]) forget(k K) {
+func (l *keyedLimiter[K]) allow(k K, n int) bool {
+	return l.allowAt(k, n, time.Now())
+}
+
+func (l *keyedLimiter[K]) allowAt(k K, n int, now time.Time) bool {
 	l.mu.Lock()
-	delete(l.keys, k)
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	b, ok := l.keys[k]
+	if !ok {
+		if len(l.keys) >= l.max {
+			l.evict(now)
+		}
+		b = &keyedBucket{lim: rate.NewLimiter(rate.Limit(l.rate), int(limiterBurst/time.Second)*l.rate)}
+		l.keys[k] = b
+	}
+	b.used = now
+	return b.lim.AllowN(now, n)
+}
+
+// evict drops the buckets that have refilled (idle for the burst's
+// length), then, if that freed less than a quarter, the least recently
+// used ones down to three quarters of max. Amortised: it runs once per
+// max/4 new keys at most.
+func (l *keyedLimiter[K]) evict(now time.Time) {
+	for k, b := range l.keys {
+		if now.Sub(b.used) >= limiterBurst {
+			delete(l.keys, k)
+		}
+	}
+	keep := l.max - l.max/4
+	if len(l.keys) <= keep {
+		return
+	}
+	used := make([]time.Time, 0, len(l.keys))
+	for _, b := range l.keys {
+		used = append(used, b.used)
+	}
+	slices.SortFunc(used, time.Time.Compare)
+	cut := used[len(used)-keep] // keep the buckets used at or after cut
+	for k, b := range l.keys {
+		if b.used.Before(cut) {
+			delete(l.keys, k)
+		}
+	}
+	for k := range l.keys { // ties at cut (a coarse clock)
+		if len(l.keys) <= keep {
+			break
+		}
+		if l.keys[k].used.Equal(cut) {
+			delete(l.keys, k)
+		}
+	}
+}
+
+// len is how many buckets the limiter holds.
+func (l *keyedLimiter[K]) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.keys)
 }
 
 // peerSessions counts the inbound sync sessions each peer runs, so one peer
@@ -327,7 +388,6 @@ func (s *Swarm) onDisconnected(c network.Conn) {
 	if s.host.Network().Connectedness(p) == network.Connected {
 		return
 	}
-	s.limiter.forget(p)
 	s.peerStats.disconnected(p)
 	s.meshMu.Lock()
 	delete(s.mesh, p)

@@ -257,7 +257,7 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	s.refused = newRefusedSet(maxRefused)
 	s.penalties = newPenaltyBox(s.cfg.BlockFor)
 	s.limiter = newPeerLimiter(s.cfg.GossipRate)
-	s.signers = newKeyedLimiter[string](s.cfg.SignerRate)
+	s.signers = newKeyedLimiter[string](s.cfg.SignerRate, maxSignerBuckets)
 	s.sessions = newPeerSessions(maxSessionsPerPeer)
 	s.errs = newErrorLog()
 	s.peerStats = newPeerStats()
