@@ -107,6 +107,13 @@ CREATE TABLE IF NOT EXISTS cid_group(
 	cid TEXT PRIMARY KEY,
 	rid TEXT NOT NULL
 ) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS group_edge(
+	cid   TEXT NOT NULL,
+	other TEXT NOT NULL,
+	pid   INTEGER NOT NULL,
+	PRIMARY KEY(cid, other, pid)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS group_edge_pid ON group_edge(pid);
 CREATE TABLE IF NOT EXISTS meta(
 	name  TEXT PRIMARY KEY,
 	value TEXT NOT NULL
@@ -208,6 +215,16 @@ func prepareTruth(ctx context.Context, c *sql.Conn, path string) (id string, cre
 	}
 	if _, err := c.ExecContext(ctx, truthDDL); err != nil {
 		return "", false, fmt.Errorf("create truth schema: %w", err)
+	}
+	if version != "" && !names["group_edge"] {
+		// A truth file from before group_edge: the live links it holds are
+		// the join evidence it still has (earlier, since-retracted links
+		// were not kept).
+		_, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO group_edge(cid, other, pid)
+			SELECT cid, substr(key, 6), pid FROM claim WHERE key >= 'cids/' AND key < 'cids0' AND value = 'true'`)
+		if err != nil {
+			return "", false, fmt.Errorf("fill group edges: %w", err)
+		}
 	}
 	if version == "" {
 		id := make([]byte, 16)

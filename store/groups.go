@@ -68,6 +68,20 @@ func (g *groups) join(a, b string) (survivor, loser string, moved []string) {
 	return survivor, loser, moved
 }
 
+// move takes cids (sorted) out of group from into a new group to.
+func (g *groups) move(cids []string, from, to string) {
+	g.mu.Lock()
+	for _, c := range cids {
+		g.rid[c] = to
+	}
+	g.cids[from] = slices.DeleteFunc(slices.Clone(g.cids[from]), func(c string) bool {
+		_, found := slices.BinarySearch(cids, c)
+		return found
+	})
+	g.cids[to] = cids
+	g.mu.Unlock()
+}
+
 // rids returns every rid, sorted.
 func (g *groups) rids() []string {
 	g.mu.RLock()

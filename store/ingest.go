@@ -28,6 +28,7 @@ type batch struct {
 	local   map[string]bool // rids whose box-local fields to refresh
 	fts     map[string]bool // rids whose search row to rewrite
 	added   [][2]string     // (rid, cid): a cid with no claims joined an existing group
+	regroup []string        // cids whose group lost a signer's links: split if no longer connected
 	cbp     []cbpRow        // new claim_by_pid rows
 	sync    []syncOp        // sync set changes, in order
 	events  []streamEvent   // events written in this batch, for the subscribers
@@ -159,6 +160,9 @@ func (w *writer) truthPhase(b *batch, reqs []*request) error {
 		if err := w.trustDelta(b, b.startView, w.view); err != nil {
 			return err
 		}
+		if err := w.splitGroups(b, b.regroup); err != nil {
+			return err
+		}
 		// Whose votes count changed (a trust-list change or a vouch): a
 		// catch-up after a crash cannot replay that claim by claim (a vouch
 		// sits on a peer-id cid, not on the records it changes).
@@ -235,6 +239,9 @@ func (w *writer) ingest(b *batch, r *request) error {
 		// arrival order must not decide the groups (a retraction that
 		// arrived first would otherwise make the link stale and unjoined).
 		if target, live := c.LinkTarget(); live && !peer && !isPeerCID(target) {
+			if _, err := w.tAddEdge.exec(c.CID, target, pid); err != nil {
+				return err
+			}
 			if err := w.link(b, c.CID, target); err != nil {
 				return err
 			}
@@ -400,8 +407,9 @@ func (w *writer) fileGroups(b *batch, r *request) error {
 }
 
 // trustDelta handles signers whose trust changed during the batch: their
-// stored claims join or leave the sync set, their votes are re-merged and,
-// when they become trusted, their live links join groups.
+// stored claims join or leave the sync set, their votes are re-merged,
+// their links join groups when they become trusted, and the groups their
+// links had joined are split when they stop being trusted.
 func (w *writer) trustDelta(b *batch, from, to *trustView) error {
 	cands := map[string]struct{}{}
 	for _, v := range []*trustView{from, to} {
@@ -458,24 +466,24 @@ func (w *writer) trustDelta(b *batch, from, to *trustView) error {
 					break
 				}
 				b.sync = append(b.sync, syncOp{pid: pid, add: rw.item(), hasAdd: true})
-				if target, isLink := cutLink(k.key); isLink && rw.kind == KindText && rw.val == "true" &&
-					!isPeerCID(k.cid) && !isPeerCID(target) {
-					if _, has := w.s.groups.ridOf(k.cid); has {
-						if err := w.link(b, k.cid, target); err != nil {
-							return err
-						}
-					}
-				}
 				break
+			}
+		}
+		edges, err := w.edgesBy(pid)
+		if err != nil {
+			return err
+		}
+		for _, e := range edges {
+			if !now {
+				b.regroup = append(b.regroup, e[0])
+				continue
+			}
+			if _, has := w.s.groups.ridOf(e[0]); has {
+				if err := w.link(b, e[0], e[1]); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	return nil
-}
-
-func cutLink(key string) (string, bool) {
-	if !IsLinkKey(key) {
-		return "", false
-	}
-	return key[len(LinkPrefix):], true
 }

@@ -417,7 +417,7 @@ func (w *writer) runClear(r *request) {
 		if err != nil {
 			return err
 		}
-		for _, q := range []string{`DELETE FROM cid_group`, `DELETE FROM principal`} {
+		for _, q := range []string{`DELETE FROM cid_group`, `DELETE FROM group_edge`, `DELETE FROM principal`} {
 			if err := w.t.exec(q); err != nil {
 				return err
 			}

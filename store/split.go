@@ -1,0 +1,120 @@
+package store
+
+import (
+	"database/sql/driver"
+	"slices"
+	"strings"
+)
+
+// Groups are the connected components of the links of trusted signers.
+// Every live link a signer ever sent is kept as an edge in truth's
+// group_edge, even after the signer retracts it or a newer claim replaces
+// it: a retraction never splits a group (claims.md §5), and keeping the
+// edge makes the groups independent of arrival order. A signer that stops
+// being trusted takes its edges out of the count: the groups they joined
+// are split along the links of the signers still trusted.
+
+// edgesBy returns the (cid, other) links a signer ever sent.
+func (w *writer) edgesBy(pid int64) ([][2]string, error) {
+	var out [][2]string
+	err := w.tEdgesBy.query(func(d []driver.Value) error {
+		a, o := asString(d[0]), asString(d[1])
+		if !isPeerCID(a) && !isPeerCID(o) {
+			out = append(out, [2]string{a, o})
+		}
+		return nil
+	}, pid)
+	return out, err
+}
+
+// splitGroups splits the groups of cids into the components still joined
+// by trusted links.
+func (w *writer) splitGroups(b *batch, cids []string) error {
+	rids := map[string]bool{}
+	for _, c := range cids {
+		if rid, ok := w.s.groups.ridOf(c); ok {
+			rids[rid] = true
+		}
+	}
+	for _, rid := range sortedKeys(rids) {
+		if err := w.split(b, rid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// split recomputes one group's components. The largest keeps the rid
+// (consumers keep their reference to the bulk of the record; ties go to
+// the component holding the smallest cid); each other one gets a new rid.
+func (w *writer) split(b *batch, rid string) error {
+	cids := w.s.groups.cidsOf(rid)
+	if len(cids) < 2 {
+		return nil
+	}
+	at := make(map[string]int, len(cids))
+	for i, c := range cids {
+		at[c] = i
+	}
+	parent := make([]int, len(cids))
+	for i := range parent {
+		parent[i] = i
+	}
+	root := func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	for i, c := range cids {
+		err := w.tEdgesOf.query(func(d []driver.Value) error {
+			j, in := at[asString(d[0])]
+			if in && w.trustedPID(asInt(d[1])) {
+				parent[root(i)] = root(j)
+			}
+			return nil
+		}, c)
+		if err != nil {
+			return err
+		}
+	}
+	byRoot := map[int][]string{}
+	for i, c := range cids {
+		r := root(i)
+		byRoot[r] = append(byRoot[r], c) // cids is sorted: so is each part
+	}
+	if len(byRoot) == 1 {
+		return nil
+	}
+	parts := make([][]string, 0, len(byRoot))
+	for _, p := range byRoot {
+		parts = append(parts, p)
+	}
+	slices.SortFunc(parts, func(x, y []string) int {
+		if len(x) != len(y) {
+			return len(y) - len(x)
+		}
+		return strings.Compare(x[0], y[0])
+	})
+	for _, p := range parts[1:] {
+		nr := NewRID()
+		for _, c := range p {
+			if _, err := w.tSetGroup.exec(c, nr); err != nil {
+				return err
+			}
+		}
+		w.s.groups.move(p, rid, nr)
+		b.full[nr] = true
+	}
+	b.full[rid] = true
+	b.rebuild = true
+	return nil
+}
+
+func cutLink(key string) (string, bool) {
+	if !IsLinkKey(key) {
+		return "", false
+	}
+	return key[len(LinkPrefix):], true
+}

@@ -1,0 +1,129 @@
+package store_test
+
+import (
+	"database/sql"
+	"testing"
+
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
+)
+
+// TestRecord_DistrustSplitsGroups: a signer that stops being trusted stops
+// linking records. The groups its links joined split along the links of
+// the signers still trusted (a trusted signer's retracted link still
+// counts: retracting never splits), the largest part keeps the rid, the
+// events say what moved, the cache equals a rebuild, and trusting the
+// signer again joins the parts back under the old rid.
+func TestRecord_DistrustSplitsGroups(t *testing.T) {
+	a, b, vandal := storetest.Signer(1), storetest.Signer(2), storetest.Signer(3)
+	tp, cp := paths(t)
+	s := open(t, store.Config{TruthPath: tp, CachePath: cp})
+	submit(t, s, a.Text(cidA, "title", "Amber", 1))
+	submit(t, s, b.Text(cidB, "title", "Basalt", 2), b.Text(cidC, "year", "1999", 2))
+	submit(t, s, b.Text(cidB, "cids/"+cidC, "true", 3))
+	submit(t, s, b.Retraction(cidB, "cids/"+cidC, 4))
+	// The vandal's link arrives after its own retraction: stale, it still
+	// joins (arrival order never decides groups).
+	submit(t, s, vandal.Retraction(cidA, "cids/"+cidB, 6))
+	if r := submit(t, s, vandal.Text(cidA, "cids/"+cidB, "true", 5))[0]; r.Outcome != store.Stale {
+		t.Fatalf("older link: %v", r.Outcome)
+	}
+	joined := record(t, s, cidA)
+	if joined.RID != record(t, s, cidC).RID || len(joined.CIDs) != 3 || joined.Fields["title"] != "Amber" {
+		t.Fatalf("before the distrust: %s %v %v", joined.RID, joined.CIDs, joined.Fields)
+	}
+	sub, err := s.Subscribe(store.StreamMeta, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+
+	if err := s.Distrust(ctx, vandal.UID()); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, s, a.Text(cidA, "marker", "1", 7))
+	ra, rb := record(t, s, cidA), record(t, s, cidB)
+	if rb.RID != joined.RID || record(t, s, cidC).RID != joined.RID {
+		t.Fatalf("the larger part {B, C} lost the rid: %s, want %s", rb.RID, joined.RID)
+	}
+	if ra.RID == joined.RID || len(ra.CIDs) != 1 || ra.Fields["title"] != "Amber" {
+		t.Fatalf("A after the split: %s %v %v", ra.RID, ra.CIDs, ra.Fields)
+	}
+	if rb.Fields["title"] != "Basalt" || rb.Fields["year"] != "1999" || len(rb.CIDs) != 2 {
+		t.Fatalf("B after the split: %v %v", rb.CIDs, rb.Fields)
+	}
+	got := map[string]string{}
+	for _, e := range drainUntil(t, sub, "/marker") {
+		got[e.Type+" "+eventKey(t, e)] = ""
+	}
+	for _, want := range []string{
+		"del file:" + joined.RID + "/cids/" + cidA,
+		"set file:" + joined.RID + "/title",
+		"set file:" + ra.RID + "/title",
+		"set file:" + ra.RID + "/cids/" + cidA,
+	} {
+		if _, ok := got[want]; !ok {
+			t.Errorf("no event %q in %v", want, got)
+		}
+	}
+	if st, _ := s.Stats(ctx); st.Records != 2 {
+		t.Fatalf("records=%d, want 2", st.Records)
+	}
+	if hits, total, err := s.Search(ctx, store.SearchQuery{Query: "Amber"}); err != nil || total != 1 || hits[0].RID != ra.RID {
+		t.Fatalf("search after the split: %+v %d %v", hits, total, err)
+	}
+
+	if err := s.Trust(ctx, vandal.UID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := record(t, s, cidA); r.RID != joined.RID || len(r.CIDs) != 3 {
+		t.Fatalf("trusted again: %s %v, want %s", r.RID, r.CIDs, joined.RID)
+	}
+	if err := s.Distrust(ctx, vandal.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	diffMaps(t, dumpCache(t, cp), rebuilt(t, tp, cp))
+	s = reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	defer s.Close()
+	if record(t, s, cidA).RID == record(t, s, cidB).RID {
+		t.Fatal("the split did not survive a restart")
+	}
+	if record(t, s, cidC).RID != joined.RID {
+		t.Fatal("C left B's record")
+	}
+}
+
+// TestRecord_SplitOnOlderTruthFile: a truth file written before group_edge
+// gets its live links as edges when opened, so a distrust still splits.
+func TestRecord_SplitOnOlderTruthFile(t *testing.T) {
+	a, vandal := storetest.Signer(1), storetest.Signer(3)
+	tp, cp := paths(t)
+	s := reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	submit(t, s, a.Text(cidA, "title", "Amber", 1), a.Text(cidB, "title", "Basalt", 1))
+	submit(t, s, vandal.Text(cidA, "cids/"+cidB, "true", 2))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DROP TABLE group_edge`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s = reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	defer s.Close()
+	if record(t, s, cidA).RID != record(t, s, cidB).RID {
+		t.Fatal("not joined after reopening")
+	}
+	if err := s.Distrust(ctx, vandal.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if record(t, s, cidA).RID == record(t, s, cidB).RID {
+		t.Fatal("distrust did not split a group of an older truth file")
+	}
+}
