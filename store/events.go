@@ -233,40 +233,58 @@ func (s *Store) readEvents(ctx context.Context, st Stream, cursor string, limit 
 }
 
 // Snapshot calls fn with one "set" event per merged key (key
-// file:<rid>/<field>) as of one consistent read, and returns the id of the
-// newest meta event at that point ("" when the stream is empty), to
-// Subscribe after. Snapshot events carry no id.
+// file:<rid>/<field>) and returns the id of the newest meta event when it
+// started ("" when the stream is empty), to Subscribe after. Snapshot
+// events carry no id. The keys are read in pages, each in its own short
+// read, so that a slow consumer never holds a read transaction (which
+// would keep the cache's WAL from being checkpointed): a key set or
+// deleted during the snapshot also has its event after the returned id,
+// which the subscription replays.
 func (s *Store) Snapshot(ctx context.Context, fn func(Event) error) (string, error) {
 	if err := s.ready(); err != nil {
 		return "", err
 	}
-	tx, err := s.cacheR.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return "", fmt.Errorf("snapshot: %w", err)
-	}
-	defer tx.Rollback()
 	var id string
-	err = tx.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = ?`, "evhwm:"+string(StreamMeta)).Scan(&id)
+	err := s.cacheR.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = ?`, "evhwm:"+string(StreamMeta)).Scan(&id)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("snapshot: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT k FROM kv WHERE k >= 'file:' AND k < 'file;' ORDER BY k`)
+	ms := s.cfg.Now().UnixMilli()
+	keys := make([]string, 0, snapshotPage)
+	for from := "file:"; ; {
+		keys, err = s.readSnapshotPage(ctx, keys[:0], from)
+		if err != nil {
+			return "", fmt.Errorf("snapshot: %w", err)
+		}
+		for _, k := range keys {
+			if err := fn(Event{Type: "set", Data: metaEventData("set", k, ms)}); err != nil {
+				return "", err
+			}
+		}
+		if len(keys) < snapshotPage {
+			return id, nil
+		}
+		from = keys[len(keys)-1]
+	}
+}
+
+// snapshotPage is the number of keys a snapshot reads at a time.
+const snapshotPage = 2048
+
+// readSnapshotPage appends to keys up to snapshotPage merged keys after
+// from.
+func (s *Store) readSnapshotPage(ctx context.Context, keys []string, from string) ([]string, error) {
+	rows, err := s.cacheR.QueryContext(ctx, `SELECT k FROM kv WHERE k > ? AND k < 'file;' ORDER BY k LIMIT ?`, from, snapshotPage)
 	if err != nil {
-		return "", fmt.Errorf("snapshot: %w", err)
+		return keys, err
 	}
 	defer rows.Close()
-	ms := s.cfg.Now().UnixMilli()
 	for rows.Next() {
 		var k string
 		if err := rows.Scan(&k); err != nil {
-			return "", fmt.Errorf("snapshot: %w", err)
+			return keys, err
 		}
-		if err := fn(Event{Type: "set", Data: metaEventData("set", k, ms)}); err != nil {
-			return "", err
-		}
+		keys = append(keys, k)
 	}
-	if err := rows.Err(); err != nil {
-		return "", fmt.Errorf("snapshot: %w", err)
-	}
-	return id, nil
+	return keys, rows.Err()
 }

@@ -1,8 +1,10 @@
 package store_test
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -292,5 +294,55 @@ func TestSubscribe_StoreClose(t *testing.T) {
 	defer sub.Close()
 	if got := collect(t, sub, 3); got[0].Type != "add" {
 		t.Fatal(got)
+	}
+}
+
+// TestSnapshot_Paged: a snapshot larger than one page gives every merged
+// key once, in order; while a consumer takes its time it holds no read
+// transaction (the cache's WAL can be checkpointed in full); a write while
+// it runs reaches the subscription that resumes after its id.
+func TestSnapshot_Paged(t *testing.T) {
+	a := storetest.Signer(1)
+	_, cp := paths(t)
+	s := open(t, store.Config{CachePath: cp})
+	db, err := sql.Open("sqlite", cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const n = 1100 // two keys each (title, cids/<cid>): more than one page
+	claims := storetest.Claims(n, func(i int) (*store.Signer, store.Claim) {
+		return a, store.Claim{CID: storetest.CID(1000 + i), Key: "title", Kind: store.KindText, Value: []byte(fmt.Sprint("t", i)), TS: 1}
+	})
+	submit(t, s, claims...)
+	var keys []string
+	id, err := s.Snapshot(ctx, func(e store.Event) error {
+		if len(keys) == 0 {
+			submit(t, s, a.Text(cidA, "title", "during", 2))
+			var busy, log, done int
+			if err := db.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil {
+				t.Fatal(err)
+			}
+			if log != done {
+				t.Errorf("checkpoint during the snapshot: %d of %d WAL frames (a reader holds an old snapshot)", done, log)
+			}
+		}
+		keys = append(keys, eventKey(t, e))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) < 2*n || !slices.IsSorted(keys) || len(slices.Compact(slices.Clone(keys))) != len(keys) {
+		t.Fatalf("%d keys (want at least %d), sorted %v, or repeated", len(keys), 2*n, slices.IsSorted(keys))
+	}
+	sub, err := s.Subscribe(store.StreamMeta, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	rid := record(t, s, cidA).RID
+	if e := nextEvent(t, sub); eventKey(t, e) != "file:"+rid+"/title" && eventKey(t, e) != "file:"+rid+"/cids/"+cidA {
+		t.Fatalf("after the snapshot: %s", e.Data)
 	}
 }
