@@ -459,13 +459,12 @@ func (w *writer) trustDelta(b *batch, from, to *trustView) error {
 				if rows[j].pid != pid {
 					continue
 				}
-				rw := rows[j]
 				b.keys[k] = struct{}{}
+				op := syncOp{pid: pid, add: rows[j].item(), hasAdd: true}
 				if !now {
-					b.sync = append(b.sync, syncOp{pid: pid, del: rw.item(), hasDel: true})
-					break
+					op = syncOp{pid: pid, del: rows[j].item(), hasDel: true}
 				}
-				b.sync = append(b.sync, syncOp{pid: pid, add: rw.item(), hasAdd: true})
+				b.sync = append(b.sync, op)
 				break
 			}
 		}
