@@ -77,3 +77,38 @@ func TestRun_ClaimErrors(t *testing.T) {
 		t.Errorf("stderr %q: want it to name claim put", r.stderr)
 	}
 }
+
+// TestRun_FileErrorsSayWhatToDo: keygen, init and id name the flag to change
+// when the file or directory they need is unusable.
+func TestRun_FileErrorsSayWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badKey := filepath.Join(dir, "bad-node")
+	if err := os.MkdirAll(badKey, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(badKey, "node.key"), []byte("garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"HOME": dir}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"keygen", "--out", filepath.Join(file, "k.key")}, []string{"metanode keygen: ", "--out"}},
+		{[]string{"init", "--data", filepath.Join(file, "data")}, []string{"metanode init: ", "--data"}},
+		{[]string{"init", "--data", badKey}, []string{"metanode init: ", "restore", "node.key", "--data"}},
+		{[]string{"id", "--data", badKey}, []string{"metanode id: ", "restore", "node.key", "--data"}},
+	} {
+		r := runCLI(t, env, nil, tc.args...)
+		r.want(t, 1, tc.args...)
+		for _, w := range tc.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("metanode %s: stderr %q lacks %q", strings.Join(tc.args, " "), r.stderr, w)
+			}
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -198,9 +199,13 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 			return c, layers, err
 		}
 		layers.file = path
-	case errors.Is(err, fs.ErrNotExist) && !required:
+	case !required && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)):
+		// No file in the data directory (or no data directory yet, or a
+		// file where it should be: opening the data directory says so).
+	case required:
+		return c, layers, fmt.Errorf("config file: %w: check --config (or METANODE_CONFIG)", err)
 	default:
-		return c, layers, fmt.Errorf("config file: %w", err)
+		return c, layers, fmt.Errorf("config file: %w: make it readable or remove it", err)
 	}
 
 	for _, s := range settings {

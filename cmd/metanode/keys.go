@@ -47,11 +47,12 @@ peer id. Running it again changes nothing.`)
 		return err
 	}
 	if err := node.EnsureDataDir(cfg.Data); err != nil {
-		return err
+		return fmt.Errorf("%w: choose a --data directory you can write (or set METANODE_DATA)", err)
 	}
-	signer, created, err := node.LoadOrCreateIdentity(filepath.Join(cfg.Data, node.KeyFile))
+	keyPath := filepath.Join(cfg.Data, node.KeyFile)
+	signer, created, err := node.LoadOrCreateIdentity(keyPath)
 	if err != nil {
-		return err
+		return badNodeKey(err, keyPath)
 	}
 	confPath := filepath.Join(cfg.Data, node.ConfigFile)
 	f, err := os.OpenFile(confPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -100,7 +101,7 @@ to this machine's interfaces) ending in /p2p/<peerId>. Works with the node stopp
 		return fmt.Errorf("no node key at %s: run 'metanode init' (or 'metanode serve') first, or pass --data", keyPath)
 	}
 	if err != nil {
-		return err
+		return badNodeKey(err, keyPath)
 	}
 	id, err := describe(signer, cfg)
 	if err != nil {
@@ -180,10 +181,16 @@ never overwrites a file. Give the key to a service that signs claims
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("%s already exists: choose another --out (keys are never overwritten)", *out)
 		}
-		return err
+		return fmt.Errorf("%w: choose an --out file in a directory you can write", err)
 	}
 	fmt.Fprintln(c.stdout, s.UID())
 	return nil
+}
+
+// badNodeKey says what to do about a node key that cannot be read: it is
+// the node's identity, so never a new one in its place.
+func badNodeKey(err error, path string) error {
+	return fmt.Errorf("%w: restore %s from your backup (docs/operations.md), or give another --data", err, path)
 }
 
 func (c *cli) noArgs(fl *flag.FlagSet, args []string) error {
