@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
 	"github.com/metanode/metanode/store"
@@ -167,3 +168,70 @@ func TestFetch_AnswerBytesBounded(t *testing.T) {
 		t.Fatalf("fetch timed out instead of refusing: %v", err)
 	}
 }
+
+// TestSync_IdlePeerCutOff: a peer that opens a session and then says
+// nothing loses it after the idle limit, on every transport (mocknet
+// streams ignore deadlines, so only the session's own guard can end it).
+func TestSync_IdlePeerCutOff(t *testing.T) {
+	mn := newMocknet(t)
+	victim := newNode(t, nodeOpt{mn: mn, noOpen: true})
+	victim.sw.SetSessionLimits(300*time.Millisecond, time.Hour, 1, time.Hour)
+	victim.open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := rawSyncStream(ctx, t, mn, victim)
+	if _, err := st.Write(frame(1, 1, 0, 0)); err != nil { // HELLO, then silence
+		t.Fatal(err)
+	}
+	_, err := io.Copy(io.Discard, st)
+	if ctx.Err() != nil {
+		t.Fatal("an idle session was kept open")
+	}
+	if err == nil {
+		t.Fatal("the victim ended an idle session cleanly; want a reset")
+	}
+	waitFor(t, 10*time.Second, "the slot to be freed", func() bool { return victim.sw.InboundSessions(attackerPeer(st)) == 0 })
+}
+
+// TestSync_TricklingPeerCutOff: a peer that keeps a session alive with a
+// small frame now and then (never idle) still loses it once the session
+// outlives what the bytes it moved allow.
+func TestSync_TricklingPeerCutOff(t *testing.T) {
+	mn := newMocknet(t)
+	victim := newNode(t, nodeOpt{mn: mn, noOpen: true})
+	// Idle 2 s, lifetime 1 s plus a second per MiB moved.
+	victim.sw.SetSessionLimits(2*time.Second, time.Second, 1<<20, time.Hour)
+	victim.open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := rawSyncStream(ctx, t, mn, victim)
+	if _, err := st.Write(frame(1, 1, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	cut := make(chan struct{})
+	go func() { // the victim ends the stream: reads fail
+		defer close(cut)
+		_, _ = io.Copy(io.Discard, st)
+	}()
+	sent := 0
+trickle:
+	for ; sent < 200; sent++ { // 20 s at most
+		want := append(binary.AppendUvarint([]byte{3, 1}, uint64(sent)), 1, 2, 3, 4, 5, 6)
+		if _, err := st.Write(frame(want...)); err != nil {
+			break
+		}
+		select {
+		case <-cut:
+			break trickle
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	<-cut
+	if ctx.Err() != nil || sent >= 200 {
+		t.Fatalf("a trickling peer kept its session through %d frames", sent)
+	}
+	waitFor(t, 10*time.Second, "the slot to be freed", func() bool { return victim.sw.InboundSessions(attackerPeer(st)) == 0 })
+	t.Logf("cut off after %d frames", sent)
+}
+
+func attackerPeer(st network.Stream) peer.ID { return st.Conn().LocalPeer() }

@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"context"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	dto "github.com/prometheus/client_model/go"
@@ -55,3 +56,13 @@ func (s *Swarm) InboundSessions(p peer.ID) int {
 func (s *Swarm) FetchFrom(ctx context.Context, p peer.ID, cids []string) (int, error) {
 	return s.fetchFrom(ctx, p, cids)
 }
+
+// SetSessionLimits replaces the sync session limits (idle between frames,
+// lifetime before bytes count, bytes per second that extend it, most
+// lifetime); call it before Open.
+func (s *Swarm) SetSessionLimits(idle, base time.Duration, minRate int64, most time.Duration) {
+	s.sessionLimits = sessionLimits{idle: idle, base: base, minRate: minRate, max: most}
+}
+
+// ErrSessionExpired is the error of a session its guard cut short.
+var ErrSessionExpired = errSessionExpired

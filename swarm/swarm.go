@@ -149,6 +149,7 @@ type Swarm struct {
 	cfg             Config
 	log             *slog.Logger
 	reconcileParams reconcileParams
+	sessionLimits   sessionLimits // set before Open only
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -212,6 +213,7 @@ func New(cfg Config) *Swarm {
 		cfg:             cfg,
 		log:             cfg.Logger.With("component", "swarm"),
 		reconcileParams: defaultReconcileParams,
+		sessionLimits:   defaultSessionLimits,
 	}
 }
 

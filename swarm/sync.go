@@ -65,6 +65,7 @@ type session struct {
 	stats   SyncStats
 	rdec    rangeDecoder
 	started time.Time
+	guard   *sessionGuard
 	hello   bool // the peer's HELLO arrived
 }
 
@@ -188,8 +189,13 @@ func (s *Swarm) waitSyncReady(ctx context.Context) error {
 func (ss *session) run(ctx context.Context, initiator bool) (err error) {
 	stop := context.AfterFunc(ctx, func() { _ = ss.stream.Reset() })
 	defer stop()
+	ss.guard = newSessionGuard(ss.stream, ss.s.sessionLimits, ss.started)
 	defer func() {
+		ss.guard.stop()
 		if err != nil {
+			if ss.guard.expired() {
+				err = fmt.Errorf("%w: %w", errSessionExpired, err)
+			}
 			_ = ss.stream.Reset()
 			return
 		}
@@ -221,6 +227,7 @@ func (ss *session) run(ctx context.Context, initiator bool) (err error) {
 			}
 		}
 		if t.final() && h == nil {
+			ss.guard.stop()
 			return ss.sub.wait()
 		}
 		peerWants = t.wants
@@ -229,6 +236,7 @@ func (ss *session) run(ctx context.Context, initiator bool) (err error) {
 			return err
 		}
 		if plan.final() {
+			ss.guard.stop()
 			return ss.sub.wait()
 		}
 	}
@@ -240,7 +248,8 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 	var batch []store.Claim
 	rangeBytes := 0
 	for {
-		_ = ss.stream.SetReadDeadline(time.Now().Add(frameTimeout))
+		ss.guard.progress(ss.fr.n + ss.fw.n)
+		_ = ss.stream.SetReadDeadline(time.Now().Add(ss.s.sessionLimits.idle))
 		frame, err := ss.fr.next()
 		ss.stats.BytesRecvd = ss.fr.n
 		if err != nil {
@@ -273,7 +282,7 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 			ss.stats.ClaimBytes += int64(len(frame))
 			batch = append(batch, claims...)
 			if len(batch) >= submitBatch {
-				if err := ss.sub.add(ctx, batch); err != nil {
+				if err := ss.submit(ctx, batch); err != nil {
 					return t, err
 				}
 				batch = nil
@@ -313,7 +322,7 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 			}
 			ss.rdec = rangeDecoder{}
 			if len(batch) > 0 {
-				if err := ss.sub.add(ctx, batch); err != nil {
+				if err := ss.submit(ctx, batch); err != nil {
 					return t, err
 				}
 			}
@@ -326,11 +335,20 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 	}
 }
 
+// submit hands a batch to the submitter; the wait for the store's room is
+// this node's, so it does not count as the peer's idle time.
+func (ss *session) submit(ctx context.Context, batch []store.Claim) error {
+	ss.guard.hold()
+	defer ss.guard.progress(ss.fr.n + ss.fw.n)
+	return ss.sub.add(ctx, batch)
+}
+
 // sendTurn writes one turn: the claims the peer asked for and the ones it
 // lacks, our wants, our ranges, END.
 func (ss *session) sendTurn(ctx context.Context, h *hello, plan turnPlan, peerWants []shortID) error {
 	w := func(frame []byte) error {
-		_ = ss.stream.SetWriteDeadline(time.Now().Add(frameTimeout))
+		ss.guard.progress(ss.fr.n + ss.fw.n)
+		_ = ss.stream.SetWriteDeadline(time.Now().Add(ss.s.sessionLimits.idle))
 		err := ss.fw.write(frame)
 		ss.stats.BytesSent = ss.fw.n
 		return err

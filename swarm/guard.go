@@ -1,0 +1,109 @@
+package swarm
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+)
+
+// How long a sync session may take. A hostile peer that trickles small
+// frames must not hold one of a node's few session slots for long, while
+// an honest catch-up of a big store (1M claims stream for about three
+// minutes here) must not be cut. So a session's allowance grows with the
+// bytes it moves: sessionBase, plus one second per sessionMinRate bytes
+// sent or received, never past sessionTimeout. Whatever a session was cut
+// short of is stored as it arrived, and the next session carries on.
+// Between two frames (either way) at most frameTimeout may pass.
+type sessionLimits struct {
+	idle    time.Duration // between two frames, either way
+	base    time.Duration // lifetime before counting bytes
+	minRate int64         // bytes per second that extend the lifetime
+	max     time.Duration // lifetime, however much moves
+}
+
+const (
+	sessionBase    = 2 * time.Minute
+	sessionMinRate = 64 << 10 // bytes/s: a home uplink moves far more
+)
+
+var defaultSessionLimits = sessionLimits{
+	idle: frameTimeout, base: sessionBase, minRate: sessionMinRate, max: sessionTimeout,
+}
+
+// errSessionExpired: a session went idle past its limit or outlived its
+// allowance; its stream was reset.
+var errSessionExpired = errors.New("sync session idle or too long")
+
+// sessionGuard resets a session's stream when the session goes idle or
+// outlives its allowance. It works on every transport (per-frame stream
+// deadlines are kept too, but mocknet and some transports ignore them).
+type sessionGuard struct {
+	lim     sessionLimits
+	started time.Time
+	mu      sync.Mutex
+	timer   *time.Timer
+	fired   bool
+	stopped bool
+}
+
+func newSessionGuard(st network.Stream, lim sessionLimits, started time.Time) *sessionGuard {
+	g := &sessionGuard{lim: lim, started: started}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.timer = time.AfterFunc(g.next(0, started), func() {
+		g.mu.Lock()
+		stop := g.stopped
+		g.fired = !stop
+		g.mu.Unlock()
+		if !stop {
+			_ = st.Reset()
+		}
+	})
+	return g
+}
+
+// next is how long from now the session may go on, having moved bytes.
+func (g *sessionGuard) next(moved int64, now time.Time) time.Duration {
+	life := g.lim.base
+	if g.lim.minRate > 0 {
+		life += time.Duration(moved / g.lim.minRate * int64(time.Second))
+	}
+	life = min(life, g.lim.max)
+	return max(0, min(g.lim.idle, g.started.Add(life).Sub(now)))
+}
+
+// progress rearms the guard at a frame boundary; moved is the session's
+// bytes so far, both ways.
+func (g *sessionGuard) progress(moved int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped || g.fired {
+		return
+	}
+	g.timer.Reset(g.next(moved, time.Now()))
+}
+
+// hold disarms the guard while the session waits on this node's own store
+// (not the peer's doing); the next progress rearms it.
+func (g *sessionGuard) hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.timer.Stop()
+}
+
+// stop disarms the guard once the exchange is over.
+func (g *sessionGuard) stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopped = true
+	g.timer.Stop()
+}
+
+// expired reports whether the guard reset the stream.
+func (g *sessionGuard) expired() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.fired
+}
