@@ -229,6 +229,10 @@ type keyCache struct {
 
 const keyCacheMax = 1 << 14
 
+// defaultKeys is shared by the whole process, not owned by a Store: a
+// parsed key is a pure function of its uid (nothing to invalidate, nothing
+// store-specific), and Claim.Verify, CheckUID and the swarm's validators
+// verify without a Store. It is a bounded memo table behind a lock.
 var defaultKeys = &keyCache{keys: make(map[string]*secp256k1.PublicKey)}
 
 func (kc *keyCache) get(uid string) (*secp256k1.PublicKey, error) {
