@@ -353,6 +353,12 @@ func TestStatus(t *testing.T) {
 	if ps, ok := st.PeerSync[b.id.String()]; !ok || ps.LastSync.IsZero() {
 		t.Fatalf("peer sync %+v", st.PeerSync)
 	}
+	// One claim by gossip, so that the gossip figures have something to say.
+	waitForMesh(t, []*node{a, b})
+	w, _ := store.GenerateSigner()
+	c := signMany(w, 0, 1, uint64(time.Now().UnixMilli())-1000)
+	b.submit(t, c)
+	waitFor(t, 20*time.Second, "the claim by gossip", func() bool { return a.sw.GossipClaims("new") == 1 })
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -362,7 +368,10 @@ func TestStatus(t *testing.T) {
 		names[f.GetName()] = true
 	}
 	for _, want := range []string{"metanode_swarm_sync_sessions_total", "metanode_swarm_sync_bytes_total",
-		"metanode_swarm_sync_round_trips", "metanode_swarm_peers", "metanode_swarm_dht_routing_table_peers"} {
+		"metanode_swarm_sync_round_trips", "metanode_swarm_peers", "metanode_swarm_dht_routing_table_peers",
+		"metanode_swarm_gossip_messages_total", "metanode_swarm_gossip_claims_total",
+		"metanode_swarm_gossip_duplicate_messages_total", "metanode_swarm_gossip_received_bytes_total",
+		"metanode_swarm_invalid_deliveries_total", "metanode_swarm_dht_provide_queue"} {
 		if !names[want] {
 			t.Errorf("metric %s missing", want)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/swarm"
@@ -113,4 +114,37 @@ func TestSync_OnConnect(t *testing.T) {
 	b.submit(t, signMany(w2, 1000, 20, ts))
 	linkConnect(t, mn, a, b)
 	waitSame(t, 30*time.Second, 220, a, b)
+}
+
+// Promise 2, periodically: connected nodes keep reconciling every
+// SyncInterval without any new connection, topic join or claim to set
+// them off (a connection and a topic join start two sessions at most; no
+// claims move, so nothing cascades).
+func TestSync_Periodic(t *testing.T) {
+	mn := newMocknet(t)
+	reg := prometheus.NewRegistry()
+	a := newNode(t, nodeOpt{mn: mn, swarm: func(c *swarm.Config) { c.SyncInterval = 200 * time.Millisecond; c.Registerer = reg }})
+	b := newNode(t, nodeOpt{mn: mn, swarm: func(c *swarm.Config) { c.SyncInterval = time.Hour }})
+	linkConnect(t, mn, a, b)
+	started := func() float64 {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0.0
+		for _, f := range fams {
+			if f.GetName() != "metanode_swarm_sync_sessions_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "role" && l.GetValue() == "initiator" {
+						n += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return n
+	}
+	waitFor(t, 30*time.Second, "a to start sessions by itself, period after period", func() bool { return started() >= 5 })
 }
