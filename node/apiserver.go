@@ -22,7 +22,7 @@ func (n *Node) openAPI(ctx context.Context) error {
 		return err
 	}
 	n.api = srv
-	n.addCloser("api", srv.Close)
+	n.addCloser("", srv.Close) // "close api: …"
 	return nil
 }
 

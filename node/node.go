@@ -168,7 +168,7 @@ func (n *Node) openStore(ctx context.Context) error {
 		return err
 	}
 	n.store = st
-	n.addCloser("store", st.Close)
+	n.addCloser("", st.Close) // "close store: …"
 	return nil
 }
 
@@ -211,6 +211,8 @@ func (n *Node) openSwarm(ctx context.Context) error {
 	return nil
 }
 
+// addCloser registers a component's Close; its errors get "close <name>: "
+// unless name is "" (the component names itself in its Close errors).
 func (n *Node) addCloser(name string, f func() error) {
 	n.closers = append(n.closers, namedCloser{name, f})
 }
@@ -261,7 +263,10 @@ func (n *Node) release() error {
 	for i := len(n.closers) - 1; i >= 0; i-- {
 		c := n.closers[i]
 		if err := c.close(); err != nil {
-			errs = append(errs, fmt.Errorf("close %s: %w", c.name, err))
+			if c.name != "" {
+				err = fmt.Errorf("close %s: %w", c.name, err)
+			}
+			errs = append(errs, err)
 		}
 	}
 	n.closers = nil
