@@ -486,3 +486,42 @@ func TestProgressLog(t *testing.T) {
 		t.Errorf("summary records %v", done)
 	}
 }
+
+// TestLive_Debounce: a file written in many pieces (a copy or a download in
+// progress) is looked at once it has been quiet for the debounce time, not
+// at every write: one add, one hash. (A machine stalled for longer than the
+// debounce in the middle of the burst may see it twice; never more.)
+func TestLive_Debounce(t *testing.T) {
+	root := t.TempDir()
+	st := newMemStore()
+	w := open(t, root, st, func(c *watcher.Config) { c.Debounce = time.Second })
+	p := filepath.Join(root, "slow.bin")
+	mark, hashed := st.mark(), w.Stats().Hashed
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pieces = 40
+	piece := make([]byte, 4096)
+	for i := range pieces {
+		piece[0] = byte(i)
+		if _, err := f.Write(piece); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil { // each piece reaches the file on its own
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := midhash(t, p)
+	waitFor(t, "the whole file", func() bool { r, ok := st.row(p); return ok && r.CID == want })
+	ops := st.ops(mark)
+	if len(ops) == 0 || ops[0] != "add slow.bin" || len(ops) > 2 {
+		t.Errorf("ops=%v, want one add (at most one later change)", ops)
+	}
+	if h := w.Stats().Hashed - hashed; h > 2 {
+		t.Errorf("hashed %d times for %d writes, want once", h, pieces)
+	}
+}
