@@ -79,6 +79,9 @@ func (s *Swarm) openGossip() error {
 		// tag manager); only its errors reach the owner's log.
 		pubsub.WithLogger(slog.New(minLevel{s.log.With("sub", "pubsub").Handler(), slog.LevelError})),
 	}
+	if s.scoreInspect != nil {
+		opts = append(opts, pubsub.WithPeerScoreInspect(s.scoreInspect, 50*time.Millisecond))
+	}
 	ps, err := pubsub.NewGossipSub(psCtx, s.host, opts...)
 	if err != nil {
 		return fmt.Errorf("gossipsub: %w", err)

@@ -150,6 +150,9 @@ type Swarm struct {
 	log             *slog.Logger
 	reconcileParams reconcileParams
 	sessionLimits   sessionLimits // set before Open only
+	// scoreInspect, when set before Open, receives gossipsub's peer
+	// scores now and then (tests).
+	scoreInspect pubsub.PeerScoreInspectFn
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
