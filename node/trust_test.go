@@ -215,15 +215,19 @@ func TestTrust_SybilsCannotOutvote(t *testing.T) {
 func TestTrust_DistrustRemovesVotes(t *testing.T) {
 	ctx := context.Background()
 	a, b := pairedHomes(t)
-	x := testCID(60)
+	x, y := testCID(60), testCID(62)
 	pluginA, bad, good := signer(t), signer(t), signer(t)
 	ts := nowMS() - 10_000
-	submitAccepted(t, a, pluginA.Text(x, "title", "Heat", ts+5))
-	// One vote each: the oldest vote wins the tie.
-	old := []store.Claim{bad.Text(x, "title", "Vandalised", ts), bad.Text(x, "year", "1066", ts)}
+	submitAccepted(t, a, pluginA.Text(x, "title", "Heat", ts+5), pluginA.Text(y, "title", "Ronin", ts+6))
+	// One vote each: the oldest vote wins the tie. The vandal also joins x
+	// to another record: pluginA's newer title on y is then its vote for x.
+	old := []store.Claim{bad.Text(x, "title", "Vandalised", ts), bad.Text(x, "year", "1066", ts), bad.Text(x, "cids/"+y, "true", ts)}
 	submitAccepted(t, b, old...)
 	waitFor(t, 30*time.Second, "B's plugin's votes on A", func() error {
 		if err := hasField(ctx, a.Store(), x, "title", "Vandalised"); err != nil {
+			return err
+		}
+		if err := hasField(ctx, a.Store(), y, "cids/"+x, "true"); err != nil {
 			return err
 		}
 		return hasField(ctx, a.Store(), x, "year", "1066")
@@ -235,6 +239,12 @@ func TestTrust_DistrustRemovesVotes(t *testing.T) {
 	waitFor(t, 10*time.Second, "the distrusted votes gone from A's merged view", func() error {
 		if err := hasField(ctx, a.Store(), x, "title", "Heat"); err != nil {
 			return err
+		}
+		if err := hasField(ctx, a.Store(), y, "title", "Ronin"); err != nil {
+			return err
+		}
+		if err := lacksKey(ctx, a.Store(), y, "cids/"+x); err != nil {
+			return err // the vandal's link no longer joins the two
 		}
 		return lacksKey(ctx, a.Store(), x, "year")
 	})
