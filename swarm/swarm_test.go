@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -147,4 +149,45 @@ func TestSync_Periodic(t *testing.T) {
 		return n
 	}
 	waitFor(t, 30*time.Second, "a to start sessions by itself, period after period", func() bool { return started() >= 5 })
+}
+
+// Promise 2 on the connection itself: the node with the lower peer id opens
+// a sync session as soon as a peer connects, with no topic join (the peer
+// here speaks sync only) and no periodic sync (an hour) to set it off.
+func TestSync_StartsOnConnection(t *testing.T) {
+	mn := newMocknet(t)
+	a := newNode(t, nodeOpt{mn: mn})
+	var h host.Host
+	for range 64 { // the lower peer id starts the session
+		g, err := mn.GenPeer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.id < g.ID() {
+			h = g
+			break
+		}
+	}
+	if h == nil {
+		t.Fatal("no peer id above the node's")
+	}
+	opened := make(chan struct{}, 1)
+	h.SetStreamHandler(swarm.ProtocolSync, func(st network.Stream) {
+		select {
+		case opened <- struct{}{}:
+		default:
+		}
+		_ = st.Reset()
+	})
+	if _, err := mn.LinkPeers(h.ID(), a.id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.ConnectPeers(h.ID(), a.id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-opened:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no sync session on a new connection")
+	}
 }
