@@ -74,3 +74,35 @@ func TestSync_SessionsPerPeer(t *testing.T) {
 		t.Fatalf("third session answered %x, want an ERROR frame with code busy", b)
 	}
 }
+
+// Claims forged in a trusted signer's name are rejected without spending
+// that signer's gossip budget: otherwise anyone could silence a signer's
+// live gossip by forging a few of its claims.
+func TestGossip_ForgedClaimsDoNotSpendSignerRate(t *testing.T) {
+	mn := newMocknet(t)
+	noSync := func(c *swarm.Config) { c.NoAutoSync = true }
+	victim := newNode(t, nodeOpt{mn: mn, swarm: func(c *swarm.Config) { c.NoAutoSync = true; c.SignerRate = 1 }}) // burst 5
+	honest := newNode(t, nodeOpt{mn: mn, swarm: noSync})
+	linkConnect(t, mn, victim, honest)
+	waitForMesh(t, []*node{victim, honest})
+	bad, topic := gossipAttacker(t, mn, victim)
+
+	w, _ := store.GenerateSigner()
+	ts := uint64(time.Now().UnixMilli()) - 1000
+	forged := signMany(w, 100, 5, ts)
+	for i := range forged {
+		forged[i].Value = []byte("altered after signing")
+	}
+	if err := topic.Publish(context.Background(), swarm.EncodeGossip(forged)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the forger to be held to account", func() bool { return victim.sw.Struck(bad.ID()) })
+	genuine := signMany(w, 0, 5, ts)
+	honest.submit(t, genuine)
+	waitFor(t, 20*time.Second, "the genuine claims by gossip", func() bool {
+		return victim.holds(genuine...) || victim.sw.GossipClaims("ratelimited") > 0
+	})
+	if n := victim.sw.GossipClaims("ratelimited"); n > 0 {
+		t.Fatalf("%v genuine claims were held back: the forged ones spent their signer's budget", n)
+	}
+}
