@@ -181,3 +181,27 @@ func TestLookup_ThroughDHT(t *testing.T) {
 		t.Fatalf("dht mode %q", st.DHTMode)
 	}
 }
+
+// Discovery: a node provides the cids it already holds claims for by
+// itself (the walk over its store, which also renews records before they
+// expire), and never more than ProvidePerHr allows (a burst of at most
+// ProvidePerHr, then ProvidePerHr an hour).
+func TestProvide_WalkBounded(t *testing.T) {
+	dhtServer := func(c *swarm.Config) { c.DHTServer = true }
+	hub := newNode(t, nodeOpt{swarm: dhtServer})
+	holder := newNode(t, nodeOpt{noOpen: true, swarm: func(c *swarm.Config) {
+		c.DHTServer, c.ProvidePerHr, c.Bootstrap = true, 20, hub.sw.Addrs()[:1]
+	}})
+	w, _ := store.GenerateSigner()
+	holder.submit(t, signMany(w, 0, 60, uint64(time.Now().UnixMilli())-1000)) // 60 cids, before the swarm opens
+	holder.open(t)
+	waitFor(t, 60*time.Second, "the holder to provide its cids unasked", func() bool { return holder.sw.Status().Provided > 0 })
+	start := time.Now()
+	time.Sleep(2 * time.Second) // room for a runaway provider to go past its bound
+	// At most the burst, plus what the hourly rate allows since (20/h:
+	// nothing within a test).
+	limit := int64(20 + 20*time.Since(start).Hours() + 1)
+	if n := holder.sw.Status().Provided; n > limit {
+		t.Fatalf("%d cids provided, bound %d", n, limit)
+	}
+}
