@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"database/sql/driver"
 	"fmt"
 	"strconv"
@@ -257,6 +258,20 @@ func (w *writer) ingest(b *batch, r *request) error {
 		if oi >= 0 {
 			if rows[oi].id == id {
 				res.Outcome = Unchanged
+				if r.recheck != nil && r.recheck[i] {
+					// Not verified because it is stored: a copy whose
+					// signature differs from the stored one's is verified
+					// now (the id does not cover the signature).
+					same, err := w.storedSig(k, pid, c.Sig[:])
+					if err != nil {
+						return err
+					}
+					if !same {
+						if err := c.VerifyID(id); err != nil {
+							res.Outcome, res.Err = Rejected, err
+						}
+					}
+				}
 				continue
 			}
 			if rows[oi].beats(&nr) {
@@ -301,6 +316,17 @@ func (w *writer) ingest(b *batch, r *request) error {
 		}
 	}
 	return nil
+}
+
+// storedSig reports whether the stored row (k, pid) carries sig.
+func (w *writer) storedSig(k ck, pid int64, sig []byte) (bool, error) {
+	dest := make([]driver.Value, 1)
+	ok, err := w.tSelSig.one(dest, k.cid, k.key, pid)
+	if err != nil || !ok {
+		return false, err
+	}
+	stored, _ := dest[0].([]byte)
+	return bytes.Equal(stored, sig), nil
 }
 
 func (w *writer) count(k Kind, d int64) {

@@ -237,12 +237,27 @@ func TestSubmit_SkipsVerificationOfStoredClaims(t *testing.T) {
 	sg := storetest.Signer(1)
 	s := open(t, store.Config{})
 	<-s.SyncReady()
+	// Stored through the caller-verified path with a signature that does
+	// not verify: resubmitting the identical claim is answered from the
+	// stored row, so it is not verified again (else it would be rejected).
 	c := sg.Text(cidA, "title", "x", 1)
-	submit(t, s, c)
-	bad := c
-	bad.Sig[10] ^= 1
-	if r := submit(t, s, bad)[0]; r.Outcome != store.Unchanged || r.Stored {
+	c.Sig[10] ^= 1
+	if res, err := s.Submit(ctx, []store.Claim{c}, store.SubmitOptions{Verified: true}); err != nil || res[0].Outcome != store.Accepted {
+		t.Fatalf("caller-verified claim: %v %v", res, err)
+	}
+	if r := submit(t, s, c)[0]; r.Outcome != store.Unchanged || r.Stored {
 		t.Fatalf("resubmitted stored claim: %v %v", r.Outcome, r.Err)
+	}
+	// A copy with another signature than the stored one is verified: the
+	// id does not cover the signature.
+	good := sg.Text(cidA, "title", "x", 1)
+	if r := submit(t, s, good)[0]; r.Outcome != store.Unchanged || r.Err != nil {
+		t.Fatalf("a valid copy with another signature: %v %v", r.Outcome, r.Err)
+	}
+	broken := good
+	broken.Sig[20] ^= 1
+	if r := submit(t, s, broken)[0]; r.Outcome != store.Rejected || !errors.Is(r.Err, store.ErrBadSignature) {
+		t.Fatalf("a broken copy of a stored claim: %v %v", r.Outcome, r.Err)
 	}
 	// A claim not stored is still verified.
 	other := sg.Text(cidA, "year", "1", 1)

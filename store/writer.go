@@ -87,7 +87,7 @@ type writer struct {
 
 	// truth statements
 	tSelRows, tSelRow, tSelCid, tUpsert, tInsPrincipal, tSetGroup, tSetMeta, tSetCounts, tSetTrust *rawStmt
-	tAddEdge, tEdgesOf, tEdgesBy                                                                   *rawStmt
+	tSelSig, tAddEdge, tEdgesOf, tEdgesBy                                                          *rawStmt
 	// cache statements
 	cGet, cPut, cPutN, cDel, cRange, cDelRange, cCBP, cCBPN, cSelCBP, cFTSIns, cFTSUpd, cFTSDel, cLocalBy, cLocalGet, cLocalPut, cLocalDel, cHay, cEvCut *rawStmt
 }
@@ -142,6 +142,7 @@ func (w *writer) prepare() error {
 			ON CONFLICT(cid, key, pid) DO UPDATE SET value = excluded.value, ts = excluded.ts, sig = excluded.sig, id = excluded.id, seq = excluded.seq`},
 		{&w.tInsPrincipal, &w.t, `INSERT INTO principal(uid) VALUES(?)`},
 		{&w.tSetGroup, &w.t, `INSERT INTO cid_group(cid, rid) VALUES(?, ?) ON CONFLICT(cid) DO UPDATE SET rid = excluded.rid`},
+		{&w.tSelSig, &w.t, `SELECT sig FROM claim WHERE cid = ? AND key = ? AND pid = ?`},
 		{&w.tAddEdge, &w.t, `INSERT OR IGNORE INTO group_edge(cid, other, pid) VALUES(?, ?, ?)`},
 		{&w.tEdgesOf, &w.t, `SELECT other, pid FROM group_edge WHERE cid = ?`},
 		{&w.tEdgesBy, &w.t, `SELECT cid, other FROM group_edge WHERE pid = ?`},
