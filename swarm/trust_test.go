@@ -2,6 +2,8 @@ package swarm_test
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -250,5 +252,39 @@ func TestInterest_FetchBounded(t *testing.T) {
 		if _, ok := slices.BinarySearch(asked, c); !ok {
 			t.Fatalf("the head of the interest list was not asked: %s", c)
 		}
+	}
+}
+
+// Issue 5, defences: claims of a signer a list node does not trust are set
+// aside before their signatures are checked, so a peer cannot make the
+// node spend verification on claims it would refuse anyway. Seen from
+// outside: a push of untrusted claims with broken signatures is refused
+// (and remembered), not counted as invalid against the peer.
+func TestSync_UntrustedSetAsideUnverified(t *testing.T) {
+	mn := newMocknet(t)
+	victim := newNode(t, nodeOpt{mn: mn, trust: store.TrustList})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := rawSyncStream(ctx, t, mn, victim)
+	stranger := mustSigner(t)
+	claims := signMany(stranger, 0, 20, uint64(time.Now().UnixMilli())-1000)
+	body := binary.AppendUvarint([]byte{2}, uint64(len(claims)))
+	for i := range claims {
+		claims[i].Sig[3] ^= 0xff // R, not S: still canonical
+		body = claims[i].AppendWire(body)
+	}
+	in := append(frame(1, 1, 0, 0), frame(body...)...) // HELLO, CLAIMS
+	in = append(in, frame(5)...)                       // END
+	if _, err := st.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.CloseWrite()
+	_, _ = io.Copy(io.Discard, st) // the victim's answer, then its end of the session
+	waitFor(t, 10*time.Second, "the claims to be refused", func() bool { return victim.sw.RefusedLen() == len(claims) })
+	if victim.sw.Struck(attackerPeer(st)) {
+		t.Fatal("the node verified claims of a signer it does not trust (and blamed the peer)")
+	}
+	if n, _ := victim.setOf(); n != 0 {
+		t.Fatalf("the node stored %d untrusted claims", n)
 	}
 }
