@@ -14,8 +14,9 @@
 // sync scheduler (owns the sync sessions it starts, at most a few at a
 // time), the DHT provider (rate-bounded), the bootstrap redialer and the
 // connector (mDNS peers, blocked peers). libp2p runs the stream handlers
-// (inbound sync sessions, bounded in all and per peer; fetch and pair
-// requests, bounded in time) and the topic validator on its own goroutines;
+// (inbound sync sessions, bounded in all, per peer and in time, see
+// guard.go; fetch and pair requests, bounded in time) and the topic
+// validator on its own goroutines;
 // Close waits for the handlers too. The validator submits to the Store
 // itself only for a message that carries a vouch for a signer of the same
 // message (one synchronous commit); other verified gossip goes through the
