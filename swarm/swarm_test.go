@@ -191,3 +191,28 @@ func TestSync_StartsOnConnection(t *testing.T) {
 		t.Fatal("no sync session on a new connection")
 	}
 }
+
+// Live gossip batches: claims published one at a time within the batch
+// window travel together, far fewer messages than claims.
+func TestGossip_Batched(t *testing.T) {
+	mn := newMocknet(t)
+	noSync := func(c *swarm.Config) { c.NoAutoSync = true }
+	a := newNode(t, nodeOpt{mn: mn, swarm: noSync})
+	b := newNode(t, nodeOpt{mn: mn, swarm: noSync})
+	linkConnect(t, mn, a, b)
+	waitForMesh(t, []*node{a, b})
+	w, _ := store.GenerateSigner()
+	claims := signMany(w, 0, 300, uint64(time.Now().UnixMilli())-10_000)
+	// Stored first, then published one by one as a busy writer's claims
+	// would be (each Publish well within the batch window).
+	if _, err := a.st.Submit(context.Background(), claims, store.SubmitOptions{Origin: store.OriginLocal}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claims {
+		a.sw.Publish([]store.Claim{c})
+	}
+	waitSame(t, 30*time.Second, len(claims), a, b)
+	if m := b.sw.Counters().GossipMessages; m > 30 {
+		t.Fatalf("%d claims published one by one came in %d messages", len(claims), m)
+	}
+}
