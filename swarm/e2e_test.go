@@ -381,3 +381,29 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("peers %+v", peers)
 	}
 }
+
+// A future-dated claim (past the clock-skew allowance) in gossip is
+// dropped without penalty: the sender's clock may be wrong, not its
+// intent. The valid claims of the same message are still stored.
+func TestGossip_FutureClaimIgnored(t *testing.T) {
+	mn := newMocknet(t)
+	victim := newNode(t, nodeOpt{mn: mn})
+	bad, topic := gossipAttacker(t, mn, victim)
+	w, _ := store.GenerateSigner()
+	now := uint64(time.Now().UnixMilli())
+	future := w.Text(testCID(1), "title", "from the future", now+3_600_000)
+	var valid []store.Claim
+	for i := range 3 { // past the two invalid deliveries that would block a peer
+		valid = append(valid, w.Text(testCID(2+i), "title", "now", now-1000)) // a new message each time
+		if err := topic.Publish(context.Background(), swarm.EncodeGossip([]store.Claim{future, valid[i]})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the valid claims", func() bool { return victim.holds(valid...) })
+	if victim.holds(future) {
+		t.Fatal("a future-dated claim was stored")
+	}
+	if victim.sw.Struck(bad.ID()) {
+		t.Fatal("the sender of a future-dated claim was penalised")
+	}
+}
