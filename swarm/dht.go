@@ -24,11 +24,12 @@ const (
 	maxProvideQueue   = 1 << 20
 )
 
-// provideKey is the DHT key of a cid: a raw CIDv1 over SHA-256 of
-// "metanode/cid/1:" + cid, so our records never mix with providers of the
-// content itself.
-func provideKey(cid string) gocid.Cid {
-	sum := sha256.Sum256([]byte(provideKeyPrefix + cid))
+// provideKey is the DHT key of a cid in a swarm: a raw CIDv1 over SHA-256
+// of "metanode/cid/1:" + swarm name + "/" + cid, so our records never mix
+// with providers of the content itself, and the swarm name is the DHT
+// namespace (cli.md): a node finds the holders of its own swarm name only.
+func provideKey(swarm, cid string) gocid.Cid {
+	sum := sha256.Sum256([]byte(provideKeyPrefix + swarm + "/" + cid))
 	m, _ := mh.Encode(sum[:], mh.SHA2_256) // cannot fail for a known code and its length
 	return gocid.NewCidV1(gocid.Raw, m)
 }
@@ -157,7 +158,7 @@ func (s *Swarm) runProvider(ctx context.Context) {
 			return
 		}
 		pctx, cancel := context.WithTimeout(ctx, provideTimeout)
-		err := s.dht.Provide(pctx, provideKey(c), true)
+		err := s.dht.Provide(pctx, provideKey(s.cfg.Name, c), true)
 		cancel()
 		if ctx.Err() != nil {
 			return

@@ -280,7 +280,7 @@ func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
 		return n, err == nil && n > 0
 	}
 	if s.dht != nil && s.dht.RoutingTable().Size() > 0 {
-		provs := s.dht.FindProvidersAsync(ctx, provideKey(cid), lookupProviders+1)
+		provs := s.dht.FindProvidersAsync(ctx, provideKey(s.cfg.Name, cid), lookupProviders+1)
 		for ai := range provs { // drained to the end: the query stops when ctx ends
 			if n, ok := try(ai); ok {
 				s.counters.dhtFound.Add(1)
