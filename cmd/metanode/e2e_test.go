@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -306,6 +307,19 @@ func TestE2E_PairingSteps(t *testing.T) {
 	srvB := startNodeCmd(t, b, []string{"join", code})
 	waitLog(t, srvB, "joining: done")
 	waitTitle(t, srvB.url, cidA, "Heat")
+	// The join showed its progress: connecting, then n of m claims up to m.
+	logs := srvB.logs.String()
+	progress := regexp.MustCompile(`joining: syncing (\d+) of (\d+) claims`).FindAllStringSubmatch(logs, -1)
+	clA := api.NewClient(srvA.url)
+	defer clA.Close()
+	stA, err := clA.SwarmStatus(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs, "joining: connecting to "+stA.UID) ||
+		len(progress) == 0 || progress[len(progress)-1][1] != progress[len(progress)-1][2] || progress[0][2] == "0" {
+		t.Fatalf("join progress lines: %q\n%s", progress, logs)
+	}
 
 	// The other way: B's plugin writes, A reads (A trusted B's node uid
 	// when B presented the code, and B vouches for its plugin).

@@ -94,3 +94,60 @@ func claimCount(t *testing.T, base string) int64 {
 	}
 	return st.Claims
 }
+
+// TestE2E_GetRemote: `metanode get --remote` on a node that keeps only
+// what it looks up (interest mode) finds the claims on a peer, where a
+// plain `get` finds nothing.
+func TestE2E_GetRemote(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dir := t.TempDir()
+	srvA := startServe(t, filepath.Join(dir, "a"))
+	key := filepath.Join(dir, "plugin.key")
+	binCLI(t, nil, 0, "keygen", "--out", key)
+	const cid = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"
+	binCLI(t, nil, 0, "claim", "put", "--api", srvA.url, "--signer", key, "--cid", cid, "--key", "title", "--value", "Heat")
+
+	cl := api.NewClient(srvA.url)
+	defer cl.Close()
+	st, err := cl.SwarmStatus(context.Background())
+	if err != nil || len(st.Addrs) == 0 {
+		t.Fatalf("A's status: %+v %v", st, err)
+	}
+	srvC := startServe(t, filepath.Join(dir, "c"), "--replicate", "interest", "--trust", "open", "--bootstrap", st.Addrs[0])
+	clC := api.NewClient(srvC.url)
+	defer clC.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for !hasPeer(clC, st.PeerID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("C never connected to A\n%s", srvC.logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out := binCLIAllowing(t, "get", cid, "--api", srvC.url)
+	if strings.Contains(out, "Heat") {
+		t.Fatalf("an interest node held the record before any lookup: %s", out)
+	}
+	out = binCLI(t, nil, 0, "get", cid, "--remote", "--api", srvC.url)
+	if !strings.Contains(out, `"Heat"`) {
+		t.Fatalf("get --remote printed %s", out)
+	}
+	// Looked up once, the record is kept: a plain get finds it now.
+	if out := binCLI(t, nil, 0, "get", cid, "--api", srvC.url); !strings.Contains(out, `"Heat"`) {
+		t.Fatalf("get after the lookup printed %s", out)
+	}
+	srvC.stop(t)
+	srvA.stop(t)
+}
+
+// hasPeer reports whether the node behind cl is connected to peer.
+func hasPeer(cl *api.Client, peer string) bool {
+	peers, err := cl.SwarmPeers(context.Background())
+	for _, p := range peers {
+		if err == nil && p.PeerID == peer {
+			return true
+		}
+	}
+	return false
+}
