@@ -1,6 +1,7 @@
 package swarm
 
 import (
+	"fmt"
 	"go/parser"
 	"go/token"
 	"os"
@@ -227,5 +228,33 @@ func TestPackageBoundaries(t *testing.T) {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("doc.go does not say %q", want)
 		}
+	}
+}
+
+// TestPenaltyBox_FullTableKeepsOffenders: a table full of peer ids struck
+// once makes room by dropping the stalest entry, not by forgiving everyone:
+// a peer one strike from a block is still blocked by its next invalid
+// delivery after a flood of new ids.
+func TestPenaltyBox_FullTableKeepsOffenders(t *testing.T) {
+	b := newPenaltyBox(time.Minute)
+	now := time.Now()
+	offender := peer.ID("offender")
+	for i := range maxPenalised - 1 {
+		b.strike(peer.ID(fmt.Sprint("flood", i)), now.Add(-5*time.Minute))
+	}
+	if b.strike(offender, now.Add(-time.Minute)) {
+		t.Fatal("blocked after one strike")
+	}
+	for i := range 10 { // the table is full: each new id evicts one
+		b.strike(peer.ID(fmt.Sprint("new", i)), now)
+	}
+	if len(b.strikes) > maxPenalised {
+		t.Fatalf("%d peers tracked, bound %d", len(b.strikes), maxPenalised)
+	}
+	if !b.strike(offender, now) {
+		t.Fatal("the offender's first strike was forgotten when the table filled")
+	}
+	if !b.isBlocked(offender) {
+		t.Fatal("not blocked")
 	}
 }

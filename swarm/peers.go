@@ -47,8 +47,8 @@ func newPenaltyBox(blockFor time.Duration) *penaltyBox {
 func (b *penaltyBox) strike(p peer.ID, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.strikes) >= maxPenalised {
-		clear(b.strikes)
+	if _, known := b.strikes[p]; !known && len(b.strikes) >= maxPenalised {
+		b.evict(now)
 	}
 	ts := slices.DeleteFunc(b.strikes[p], func(t time.Time) bool { return now.Sub(t) > penaltyWindow })
 	ts = append(ts, now)
@@ -66,6 +66,28 @@ func (b *penaltyBox) strike(p peer.ID, now time.Time) bool {
 	b.blocked[p] = now.Add(b.blockFor)
 	delete(b.strikes, p)
 	return true
+}
+
+// evict makes room for one more peer: it drops the peers whose strikes
+// have all expired, or else the one struck longest ago. Dropping everyone
+// at once would forgive every offender whenever a flood of new peer ids
+// filled the table.
+func (b *penaltyBox) evict(now time.Time) {
+	var oldest peer.ID
+	var oldestAt time.Time
+	for q, ts := range b.strikes {
+		last := ts[len(ts)-1]
+		if now.Sub(last) > penaltyWindow {
+			delete(b.strikes, q)
+			continue
+		}
+		if oldest == "" || last.Before(oldestAt) {
+			oldest, oldestAt = q, last
+		}
+	}
+	if len(b.strikes) >= maxPenalised {
+		delete(b.strikes, oldest)
+	}
 }
 
 func (b *penaltyBox) isBlocked(p peer.ID) bool {
