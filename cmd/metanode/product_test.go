@@ -55,7 +55,7 @@ func TestProductFiles(t *testing.T) {
 	if !strings.Contains(recipe("test"), testCmd) {
 		t.Errorf("make test is not %q: %q", testCmd, recipe("test"))
 	}
-	if !regexp.MustCompile("(?m)^go test -race \\./\\.\\.\\.\\s").MatchString(readme) {
+	if !regexp.MustCompile(`(?m)^go test -race \./\.\.\.\s`).MatchString(readme) {
 		t.Errorf("the README's test command is not %q", testCmd)
 	}
 	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(testCmd) + `$`).MatchString(ci) {
