@@ -3,14 +3,12 @@ package swarm_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
-	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -137,36 +135,10 @@ func TestGossip_BadPeerCutOff(t *testing.T) {
 }
 
 // gossipAttacker is a bare gossipsub host on victim's topic, connected to
-// it, with the swarm's message rules.
+// it (swarm.NewGossipAttacker).
 func gossipAttacker(t *testing.T, mn mocknet.Mocknet, victim *node) (host.Host, *pubsub.Topic) {
 	t.Helper()
-	bad, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.LinkPeers(bad.ID(), victim.id); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ps, err := pubsub.NewGossipSub(ctx, bad, pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
-		pubsub.WithNoAuthor(), pubsub.WithFloodPublish(true),
-		pubsub.WithMessageIdFn(func(m *pb.Message) string { h := sha256.Sum256(m.Data); return string(h[:]) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	topic, err := ps.Join(victim.sw.Topic())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = topic.Close() })
-	if _, err := mn.ConnectPeers(bad.ID(), victim.id); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the attacker to see the victim on the topic", func() bool {
-		return len(topic.ListPeers()) > 0
-	})
-	return bad, topic
+	return swarm.NewGossipAttacker(t, mn, victim.id, victim.sw.Topic())
 }
 
 // A message that carries a claim the node holds, but with a broken

@@ -11,6 +11,9 @@ import (
 // Test-only access to internals for the external tests.
 var EncodeGossip = encodeGossip
 
+// NewGossipAttacker is newGossipAttacker, for the external tests.
+var NewGossipAttacker = newGossipAttacker
+
 // RaceEnabled: the race detector makes SQLite (and so the store) many
 // times slower; the heaviest tests move fewer claims under it.
 const RaceEnabled = raceEnabled

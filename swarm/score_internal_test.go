@@ -1,14 +1,10 @@
 package swarm
 
 import (
-	"context"
-	"crypto/sha256"
 	"sync"
 	"testing"
 	"time"
 
-	pubsub "github.com/libp2p/go-libp2p-pubsub"
-	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
@@ -49,48 +45,20 @@ func TestGossip_InvalidDeliveryLowersScore(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 
-	bad, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.LinkPeers(bad.ID(), h.ID()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ps, err := pubsub.NewGossipSub(ctx, bad, pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
-		pubsub.WithNoAuthor(), pubsub.WithFloodPublish(true),
-		pubsub.WithMessageIdFn(func(m *pb.Message) string { h := sha256.Sum256(m.Data); return string(h[:]) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	topic, err := ps.Join(s.Topic())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = topic.Close() })
-	if _, err := mn.ConnectPeers(bad.ID(), h.ID()); err != nil {
-		t.Fatal(err)
-	}
+	bad, topic := newGossipAttacker(t, mn, h.ID(), s.Topic())
 	score := func() (float64, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		v, ok := scores[bad.ID()]
 		return v, ok
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(topic.ListPeers()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the attacker never saw the node on the topic")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	forger, _ := store.GenerateSigner()
 	c := forger.Text("bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy", "title", "forged", uint64(time.Now().UnixMilli()))
 	c.Value = []byte("altered after signing")
-	if err := topic.Publish(ctx, encodeGossip([]store.Claim{c})); err != nil {
+	if err := topic.Publish(t.Context(), encodeGossip([]store.Claim{c})); err != nil {
 		t.Fatal(err)
 	}
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if v, ok := score(); ok && v < 0 {
 			break
