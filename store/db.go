@@ -220,8 +220,11 @@ func prepareTruth(ctx context.Context, c *sql.Conn, path string) (id string, cre
 		// A truth file from before group_edge: the live links it holds are
 		// the join evidence it still has (earlier, since-retracted links
 		// were not kept).
+		// Signers distrusted before then still hold their groups joined:
+		// the writer splits them at boot (regroup_pending).
 		_, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO group_edge(cid, other, pid)
-			SELECT cid, substr(key, 6), pid FROM claim WHERE key >= 'cids/' AND key < 'cids0' AND value = 'true'`)
+			SELECT cid, substr(key, 6), pid FROM claim WHERE key >= 'cids/' AND key < 'cids0' AND value = 'true';
+			INSERT INTO meta(name, value) VALUES('regroup_pending', '1') ON CONFLICT(name) DO UPDATE SET value = excluded.value`)
 		if err != nil {
 			return "", false, fmt.Errorf("fill group edges: %w", err)
 		}

@@ -68,17 +68,18 @@ func (g *groups) join(a, b string) (survivor, loser string, moved []string) {
 	return survivor, loser, moved
 }
 
-// move takes cids (sorted) out of group from into a new group to.
-func (g *groups) move(cids []string, from, to string) {
+// split leaves keep (sorted) in rid and moves each part (sorted) to its
+// new rid, in one pass: a group split into thousands of parts costs no
+// more than its size.
+func (g *groups) split(rid string, keep []string, parts map[string][]string) {
 	g.mu.Lock()
-	for _, c := range cids {
-		g.rid[c] = to
+	g.cids[rid] = keep
+	for nr, p := range parts {
+		g.cids[nr] = p
+		for _, c := range p {
+			g.rid[c] = nr
+		}
 	}
-	g.cids[from] = slices.DeleteFunc(slices.Clone(g.cids[from]), func(c string) bool {
-		_, found := slices.BinarySearch(cids, c)
-		return found
-	})
-	g.cids[to] = cids
 	g.mu.Unlock()
 }
 

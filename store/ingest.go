@@ -30,6 +30,7 @@ type batch struct {
 	fts     map[string]bool // rids whose search row to rewrite
 	added   [][2]string     // (rid, cid): a cid with no claims joined an existing group
 	regroup []string        // cids whose group lost a signer's links: split if no longer connected
+	edges   []edgeRef       // links stored in this batch
 	cbp     []cbpRow        // new claim_by_pid rows
 	sync    []syncOp        // sync set changes, in order
 	events  []streamEvent   // events written in this batch, for the subscribers
@@ -161,6 +162,14 @@ func (w *writer) truthPhase(b *batch, reqs []*request) error {
 		if err := w.trustDelta(b, b.startView, w.view); err != nil {
 			return err
 		}
+		// A signer trusted for part of the batch only: its links joined
+		// groups, yet it ends the batch untrusted, like a distrust after
+		// the batch would leave it (batching must not decide groups).
+		for _, e := range b.edges {
+			if !w.trustedPID(e.pid) {
+				b.regroup = append(b.regroup, e.cid)
+			}
+		}
 		if err := w.splitGroups(b, b.regroup); err != nil {
 			return err
 		}
@@ -236,6 +245,31 @@ func (w *writer) ingest(b *batch, r *request) error {
 		if err != nil {
 			return err
 		}
+		oi := -1
+		for j := range rows {
+			if rows[j].pid == pid {
+				oi = j
+				break
+			}
+		}
+		if r.recheck != nil && r.recheck[i] {
+			// Submit skipped its verification because it looked stored.
+			// The stored claim itself (same id and signature: the id does
+			// not cover the signature) needs nothing more; any other copy
+			// is verified before it can link, become a row or be answered.
+			stored := false
+			if oi >= 0 && rows[oi].id == id {
+				if stored, err = w.storedSig(k, pid, c.Sig[:]); err != nil {
+					return err
+				}
+			}
+			if !stored {
+				if err := c.VerifyID(id); err != nil {
+					res.Outcome, res.Err = Rejected, err
+					continue
+				}
+			}
+		}
 		// A live link joins groups whether or not it becomes the row:
 		// arrival order must not decide the groups (a retraction that
 		// arrived first would otherwise make the link stale and unjoined).
@@ -246,44 +280,16 @@ func (w *writer) ingest(b *batch, r *request) error {
 			if err := w.link(b, c.CID, target); err != nil {
 				return err
 			}
+			b.edges = append(b.edges, edgeRef{c.CID, pid})
 		}
 		nr := rowOf(pid, c, id)
-		oi := -1
-		for j := range rows {
-			if rows[j].pid == pid {
-				oi = j
-				break
-			}
-		}
 		if oi >= 0 {
 			if rows[oi].id == id {
 				res.Outcome = Unchanged
-				if r.recheck != nil && r.recheck[i] {
-					// Not verified because it is stored: a copy whose
-					// signature differs from the stored one's is verified
-					// now (the id does not cover the signature).
-					same, err := w.storedSig(k, pid, c.Sig[:])
-					if err != nil {
-						return err
-					}
-					if !same {
-						if err := c.VerifyID(id); err != nil {
-							res.Outcome, res.Err = Rejected, err
-						}
-					}
-				}
 				continue
 			}
 			if rows[oi].beats(&nr) {
 				res.Outcome = Stale
-				continue
-			}
-		}
-		if r.recheck != nil && r.recheck[i] {
-			// Verification was skipped because the claim looked stored; it
-			// is not, so it is verified before it can become a row.
-			if err := c.VerifyID(id); err != nil {
-				res.Outcome, res.Err = Rejected, err
 				continue
 			}
 		}

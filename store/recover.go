@@ -46,6 +46,7 @@ func (w *writer) loadState() error {
 	}
 	w.lastSeq = parseInt(meta["last_seq"])
 	w.rebuildSeq = parseInt(meta["rebuild_seq"])
+	w.regroupPending = meta["regroup_pending"] == "1"
 	w.live = parseInt(meta["claims_live"])
 	w.tomb = parseInt(meta["claims_tomb"])
 
@@ -169,6 +170,11 @@ func (w *writer) reloadCacheCounters() {
 func (w *writer) boot(ctx context.Context) error {
 	if err := w.loadState(); err != nil {
 		return fmt.Errorf("load truth state: %w", err)
+	}
+	if w.regroupPending {
+		if err := w.regroupUntrusted(); err != nil {
+			return fmt.Errorf("split the groups of untrusted signers: %w", err)
+		}
 	}
 	cs, err := w.loadCacheState()
 	if err != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"database/sql/driver"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -97,6 +98,7 @@ func (w *writer) split(b *batch, rid string) error {
 		}
 		return strings.Compare(x[0], y[0])
 	})
+	moved := make(map[string][]string, len(parts)-1)
 	for _, p := range parts[1:] {
 		nr := NewRID()
 		for _, c := range p {
@@ -104,9 +106,10 @@ func (w *writer) split(b *batch, rid string) error {
 				return err
 			}
 		}
-		w.s.groups.move(p, rid, nr)
+		moved[nr] = p
 		b.full[nr] = true
 	}
+	w.s.groups.split(rid, parts[0], moved)
 	b.full[rid] = true
 	b.rebuild = true
 	return nil
@@ -117,4 +120,71 @@ func cutLink(key string) (string, bool) {
 		return "", false
 	}
 	return key[len(LinkPrefix):], true
+}
+
+// edgeRef names a link stored in a batch: its cid and its signer.
+type edgeRef struct {
+	cid string
+	pid int64
+}
+
+// regroupUntrusted splits the groups joined by signers that are not
+// trusted now, once, at the first boot on a truth file that got its
+// group_edge rows from an older layout (whose groups never split). The
+// cache is rebuilt after it.
+func (w *writer) regroupUntrusted() error {
+	if err := w.setTruthSync(false); err != nil {
+		return err
+	}
+	if err := w.t.exec("BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	err := func() error {
+		var pids []int64
+		err := w.t.queryOnce(`SELECT DISTINCT pid FROM group_edge`, func(d []driver.Value) error {
+			if p := asInt(d[0]); !w.trustedPID(p) {
+				pids = append(pids, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		b := newBatch(w)
+		for _, pid := range pids {
+			edges, err := w.edgesBy(pid)
+			if err != nil {
+				return err
+			}
+			for _, e := range edges {
+				b.regroup = append(b.regroup, e[0])
+			}
+		}
+		if err := w.splitGroups(b, b.regroup); err != nil {
+			return err
+		}
+		if b.rebuild {
+			w.lastSeq++
+			w.rebuildSeq = w.lastSeq
+			for _, m := range [][2]string{{"rebuild_seq", strconv.FormatInt(w.rebuildSeq, 10)}, {"last_seq", strconv.FormatInt(w.lastSeq, 10)}} {
+				if _, err := w.tSetMeta.exec(m[0], m[1]); err != nil {
+					return err
+				}
+			}
+		}
+		_, err = w.t.execOnce(`DELETE FROM meta WHERE name = 'regroup_pending'`)
+		return err
+	}()
+	if err != nil {
+		_ = w.t.exec("ROLLBACK")
+		if lerr := w.loadState(); lerr != nil {
+			w.s.log.Error("reload state", "err", lerr)
+		}
+		return err
+	}
+	if err := w.t.exec("COMMIT"); err != nil {
+		return err
+	}
+	w.regroupPending = false
+	return nil
 }

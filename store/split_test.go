@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"database/sql"
+	"errors"
+	"os"
 	"testing"
 
 	"github.com/metanode/metanode/store"
@@ -116,7 +118,6 @@ func TestRecord_SplitOnOlderTruthFile(t *testing.T) {
 	}
 	db.Close()
 	s = reopen(t, store.Config{TruthPath: tp, CachePath: cp})
-	defer s.Close()
 	if record(t, s, cidA).RID != record(t, s, cidB).RID {
 		t.Fatal("not joined after reopening")
 	}
@@ -125,5 +126,58 @@ func TestRecord_SplitOnOlderTruthFile(t *testing.T) {
 	}
 	if record(t, s, cidA).RID == record(t, s, cidB).RID {
 		t.Fatal("distrust did not split a group of an older truth file")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A signer distrusted under the older layout left its groups joined
+	// (they never split then): the first boot with group_edge splits them.
+	db, err = sql.Open("sqlite", tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rid string
+	if err := db.QueryRow(`SELECT rid FROM cid_group WHERE cid = ?`, cidA).Scan(&rid); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TABLE group_edge`, `UPDATE cid_group SET rid = ?`} {
+		if _, err := db.Exec(q, rid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	for _, p := range []string{cp, cp + "-wal", cp + "-shm"} { // the cache follows truth
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	s = reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	defer s.Close()
+	if record(t, s, cidA).RID == record(t, s, cidB).RID {
+		t.Fatal("the first boot on an older truth file left a distrusted signer's group joined")
+	}
+}
+
+// TestRecord_TrustFlipInOneBatch: a signer trusted for part of one batch
+// (vouched, links, vouch withdrawn) leaves no group joined, as when the
+// same claims come in separate batches: batching never decides groups.
+func TestRecord_TrustFlipInOneBatch(t *testing.T) {
+	for _, oneBatch := range []bool{false, true} {
+		own, v := storetest.Signer(1), storetest.Signer(2)
+		s := open(t, store.Config{Trust: store.TrustList, OwnUID: own.UID()})
+		<-s.SyncReady()
+		submit(t, s, own.Text(cidA, "title", "Amber", 1), own.Text(cidB, "title", "Basalt", 1))
+		cs := []store.Claim{vouch(t, own, v.UID(), 2, true), v.Text(cidA, "cids/"+cidB, "true", 3), vouch(t, own, v.UID(), 4, false)}
+		if oneBatch {
+			submit(t, s, cs...)
+		} else {
+			for _, c := range cs {
+				submit(t, s, c)
+			}
+		}
+		if record(t, s, cidA).RID == record(t, s, cidB).RID {
+			t.Errorf("one batch %v: joined by the link of a signer untrusted at the end", oneBatch)
+		}
 	}
 }

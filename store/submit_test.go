@@ -259,6 +259,12 @@ func TestSubmit_SkipsVerificationOfStoredClaims(t *testing.T) {
 	if r := submit(t, s, broken)[0]; r.Outcome != store.Rejected || !errors.Is(r.Err, store.ErrBadSignature) {
 		t.Fatalf("a broken copy of a stored claim: %v %v", r.Outcome, r.Err)
 	}
+	// A broken copy of a stored claim whose row a newer claim replaces in
+	// the same batch is still verified, and rejected (not answered stale).
+	newer := sg.Text(cidA, "title", "y", 2)
+	if r := submit(t, s, newer, broken); r[0].Outcome != store.Accepted || r[1].Outcome != store.Rejected {
+		t.Fatalf("a newer claim then a broken copy of the old one: %v %v", outcomes(r), r[1].Err)
+	}
 	// A claim not stored is still verified.
 	other := sg.Text(cidA, "year", "1", 1)
 	other.Sig[10] ^= 1
