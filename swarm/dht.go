@@ -15,7 +15,7 @@ import (
 
 const (
 	dhtPrefix         = "/metanode"
-	provideKeyPrefix  = "metanode/cid/1:"
+	provideKeyPrefix  = "metanode/cid/2:"
 	reprovideInterval = 22 * time.Hour // provider records live 48 h
 	provideTimeout    = 30 * time.Second
 	provideRetryMin   = 5 * time.Second
@@ -25,7 +25,7 @@ const (
 )
 
 // provideKey is the DHT key of a cid in a swarm: a raw CIDv1 over SHA-256
-// of "metanode/cid/1:" + swarm name + "/" + cid, so our records never mix
+// of "metanode/cid/2:" + swarm name + "/" + cid, so our records never mix
 // with providers of the content itself, and the swarm name is the DHT
 // namespace (cli.md): a node finds the holders of its own swarm name only.
 func provideKey(swarm, cid string) gocid.Cid {

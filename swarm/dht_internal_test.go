@@ -8,7 +8,7 @@ import "testing"
 func TestProvideKey(t *testing.T) {
 	const cid = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"
 	got := provideKey("metamesh", cid).String()
-	if got != "bafkreieeixy3qkoommuy2jgjhizmzku34sqewd4cbbf7i4k2fmmpko4u3u" {
+	if got != "bafkreigjtzp6os6fqeiufzvnlqqooi43vlmgks4g5gbfrlmynzie2rca64" {
 		t.Fatalf("provideKey(metamesh)=%s", got)
 	}
 	if provideKey("other", cid).String() == got {

@@ -46,6 +46,8 @@ type sessionGuard struct {
 	timer   *time.Timer
 	fired   bool
 	stopped bool
+	held    time.Time     // when the current wait on the store began (zero: none)
+	credit  time.Duration // time spent waiting on the store: not the session's to spend
 }
 
 func newSessionGuard(st network.Stream, lim sessionLimits, started time.Time) *sessionGuard {
@@ -70,7 +72,7 @@ func (g *sessionGuard) next(moved int64, now time.Time) time.Duration {
 	if g.lim.minRate > 0 {
 		life += time.Duration(moved / g.lim.minRate * int64(time.Second))
 	}
-	life = min(life, g.lim.max)
+	life = min(life, g.lim.max) + g.credit // the session's context still ends it at sessionTimeout
 	return max(0, min(g.lim.idle, g.started.Add(life).Sub(now)))
 }
 
@@ -82,15 +84,24 @@ func (g *sessionGuard) progress(moved int64) {
 	if g.stopped || g.fired {
 		return
 	}
-	g.timer.Reset(g.next(moved, time.Now()))
+	now := time.Now()
+	if !g.held.IsZero() {
+		g.credit += now.Sub(g.held)
+		g.held = time.Time{}
+	}
+	g.timer.Reset(g.next(moved, now))
 }
 
 // hold disarms the guard while the session waits on this node's own store
-// (not the peer's doing); the next progress rearms it.
+// (not the peer's doing); the next progress rearms it, and the wait counts
+// against neither the idle limit nor the session's lifetime.
 func (g *sessionGuard) hold() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.timer.Stop()
+	if g.held.IsZero() {
+		g.held = time.Now()
+	}
 }
 
 // stop disarms the guard once the exchange is over.

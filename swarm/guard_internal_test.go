@@ -3,6 +3,8 @@ package swarm
 import (
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
 )
 
 // A session's allowance: base, plus a second per minRate bytes moved, at
@@ -28,3 +30,29 @@ func TestSessionGuard_Allowance(t *testing.T) {
 		}
 	}
 }
+
+// A wait on the node's own store is credited: it spends neither the idle
+// limit nor the session's lifetime, so a session is not cut the moment a
+// slow commit lets it go on.
+func TestSessionGuard_HoldIsCredited(t *testing.T) {
+	lim := sessionLimits{idle: 30 * time.Second, base: 2 * time.Minute, minRate: 1 << 40, max: 30 * time.Minute}
+	start := time.Now().Add(-3 * time.Minute) // base spent
+	g := newSessionGuard(resetOnly{}, lim, start)
+	defer g.stop()
+	g.hold()
+	g.mu.Lock()
+	g.held = g.held.Add(-2 * time.Minute) // the store took two minutes
+	g.mu.Unlock()
+	g.progress(0)
+	g.mu.Lock()
+	credit, left := g.credit, g.next(0, time.Now())
+	g.mu.Unlock()
+	if credit < 2*time.Minute || left <= 0 || g.expired() {
+		t.Fatalf("after a 2-minute wait on the store: credit %v, %v left, expired %v", credit, left, g.expired())
+	}
+}
+
+// resetOnly is a stream the guard can reset and nothing else.
+type resetOnly struct{ network.Stream }
+
+func (resetOnly) Reset() error { return nil }
