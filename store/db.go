@@ -213,20 +213,48 @@ func prepareTruth(ctx context.Context, c *sql.Conn, path string) (id string, cre
 			return "", false, fmt.Errorf("%w: %s holds claims but no schema-version; it was not written by metanode: move it away to start empty", ErrSchema, path)
 		}
 	}
-	if _, err := c.ExecContext(ctx, truthDDL); err != nil {
+	// One transaction: a crash part-way through a schema change leaves
+	// the file as it was, and the next start does it again.
+	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return "", false, fmt.Errorf("create truth schema: %w", err)
 	}
-	if version != "" && !names["group_edge"] {
-		// A truth file from before group_edge: the live links it holds are
-		// the join evidence it still has (earlier, since-retracted links
-		// were not kept).
-		// Signers distrusted before then still hold their groups joined:
-		// the writer splits them at boot (regroup_pending).
+	if err := createTruth(ctx, c, version, !names["group_edge"]); err != nil {
+		_, _ = c.ExecContext(context.Background(), "ROLLBACK")
+		return "", false, err
+	}
+	if _, err := c.ExecContext(ctx, "COMMIT"); err != nil {
+		_, _ = c.ExecContext(context.Background(), "ROLLBACK")
+		return "", false, fmt.Errorf("create truth schema: %w", err)
+	}
+	var truthID string
+	if err := c.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'truth-id'`).Scan(&truthID); err != nil {
+		return "", false, fmt.Errorf("read truth id: %w", err)
+	}
+	return truthID, version == "", nil
+}
+
+// createTruth creates the truth tables, fills group_edge for a file from
+// before it, and stamps a new file (inside prepareTruth's transaction).
+func createTruth(ctx context.Context, c *sql.Conn, version string, noEdges bool) error {
+	if _, err := c.ExecContext(ctx, truthDDL); err != nil {
+		return fmt.Errorf("create truth schema: %w", err)
+	}
+	if version != "" && noEdges {
+		// A truth file from before group_edge: its join evidence is the
+		// live links it holds, and the retracted links whose two cids
+		// share a record (the older layout never split one, so they were
+		// joined). Signers already distrusted still hold their groups
+		// joined: the writer splits them at boot (regroup_pending).
 		_, err := c.ExecContext(ctx, `INSERT OR IGNORE INTO group_edge(cid, other, pid)
 			SELECT cid, substr(key, 6), pid FROM claim WHERE key >= 'cids/' AND key < 'cids0' AND value = 'true';
+			INSERT OR IGNORE INTO group_edge(cid, other, pid)
+			SELECT c.cid, substr(c.key, 6), c.pid FROM claim c
+				JOIN cid_group a ON a.cid = c.cid
+				JOIN cid_group b ON b.cid = substr(c.key, 6)
+			WHERE c.key >= 'cids/' AND c.key < 'cids0' AND c.value IS NULL AND a.rid = b.rid;
 			INSERT INTO meta(name, value) VALUES('regroup_pending', '1') ON CONFLICT(name) DO UPDATE SET value = excluded.value`)
 		if err != nil {
-			return "", false, fmt.Errorf("fill group edges: %w", err)
+			return fmt.Errorf("fill group edges: %w", err)
 		}
 	}
 	if version == "" {
@@ -236,14 +264,10 @@ func prepareTruth(ctx context.Context, c *sql.Conn, path string) (id string, cre
 			('schema-version', ?), ('truth-id', ?), ('last_seq', '0'), ('rebuild_seq', '0')
 			ON CONFLICT(name) DO UPDATE SET value = excluded.value`, truthVersion, hex.EncodeToString(id))
 		if err != nil {
-			return "", false, fmt.Errorf("stamp truth schema: %w", err)
+			return fmt.Errorf("stamp truth schema: %w", err)
 		}
 	}
-	var truthID string
-	if err := c.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'truth-id'`).Scan(&truthID); err != nil {
-		return "", false, fmt.Errorf("read truth id: %w", err)
-	}
-	return truthID, version == "", nil
+	return nil
 }
 
 // prepareCache creates the cache schema. It reports false when the file

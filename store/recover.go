@@ -47,6 +47,7 @@ func (w *writer) loadState() error {
 	w.lastSeq = parseInt(meta["last_seq"])
 	w.rebuildSeq = parseInt(meta["rebuild_seq"])
 	w.regroupPending = meta["regroup_pending"] == "1"
+	w.policySaved = meta["trust_policy"]
 	w.live = parseInt(meta["claims_live"])
 	w.tomb = parseInt(meta["claims_tomb"])
 
@@ -171,9 +172,9 @@ func (w *writer) boot(ctx context.Context) error {
 	if err := w.loadState(); err != nil {
 		return fmt.Errorf("load truth state: %w", err)
 	}
-	if w.regroupPending {
-		if err := w.regroupUntrusted(); err != nil {
-			return fmt.Errorf("split the groups of untrusted signers: %w", err)
+	if w.regroupPending || w.policySaved != w.trustPolicy() {
+		if err := w.regroup(); err != nil {
+			return fmt.Errorf("regroup for the trust policy: %w", err)
 		}
 	}
 	cs, err := w.loadCacheState()

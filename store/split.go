@@ -128,23 +128,25 @@ type edgeRef struct {
 	pid int64
 }
 
-// regroupUntrusted splits the groups joined by signers that are not
-// trusted now, once, at the first boot on a truth file that got its
-// group_edge rows from an older layout (whose groups never split). The
-// cache is rebuilt after it.
-func (w *writer) regroupUntrusted() error {
-	if err := w.setTruthSync(false); err != nil {
-		return err
-	}
+// trustPolicy names what the configuration decides of the trust view: the
+// mode and the node's own uid (the list and the vouches live in truth).
+func (w *writer) trustPolicy() string { return string(w.s.cfg.Trust) + " " + w.s.cfg.OwnUID }
+
+// regroup makes the groups the components of trusted signers' links again,
+// at boot, when whom the configuration trusts may have changed since truth
+// was last open (another trust mode or own uid, or a truth file from before
+// group_edge, whose groups never split): every trusted signer's links join,
+// the groups of the others' links split, and the cache is rebuilt after.
+// A new truth file only records the policy.
+func (w *writer) regroup() error {
+	// At boot the truth connection commits with synchronous=FULL.
 	if err := w.t.exec("BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
 	err := func() error {
 		var pids []int64
 		err := w.t.queryOnce(`SELECT DISTINCT pid FROM group_edge`, func(d []driver.Value) error {
-			if p := asInt(d[0]); !w.trustedPID(p) {
-				pids = append(pids, p)
-			}
+			pids = append(pids, asInt(d[0]))
 			return nil
 		})
 		if err != nil {
@@ -156,14 +158,23 @@ func (w *writer) regroupUntrusted() error {
 			if err != nil {
 				return err
 			}
+			trusted := w.trustedPID(pid)
 			for _, e := range edges {
-				b.regroup = append(b.regroup, e[0])
+				if !trusted {
+					b.regroup = append(b.regroup, e[0])
+				} else if _, ok := w.s.groups.ridOf(e[0]); ok {
+					if err := w.link(b, e[0], e[1]); err != nil {
+						return err
+					}
+				}
 			}
 		}
 		if err := w.splitGroups(b, b.regroup); err != nil {
 			return err
 		}
-		if b.rebuild {
+		if !w.s.truthNew {
+			// Whose votes count may have changed too: the merged view
+			// is rebuilt whether or not a group did.
 			w.lastSeq++
 			w.rebuildSeq = w.lastSeq
 			for _, m := range [][2]string{{"rebuild_seq", strconv.FormatInt(w.rebuildSeq, 10)}, {"last_seq", strconv.FormatInt(w.lastSeq, 10)}} {
@@ -172,9 +183,15 @@ func (w *writer) regroupUntrusted() error {
 				}
 			}
 		}
+		if _, err := w.tSetMeta.exec("trust_policy", w.trustPolicy()); err != nil {
+			return err
+		}
 		_, err = w.t.execOnce(`DELETE FROM meta WHERE name = 'regroup_pending'`)
 		return err
 	}()
+	if err == nil {
+		err = w.t.exec("COMMIT")
+	}
 	if err != nil {
 		_ = w.t.exec("ROLLBACK")
 		if lerr := w.loadState(); lerr != nil {
@@ -182,9 +199,6 @@ func (w *writer) regroupUntrusted() error {
 		}
 		return err
 	}
-	if err := w.t.exec("COMMIT"); err != nil {
-		return err
-	}
-	w.regroupPending = false
+	w.regroupPending, w.policySaved = false, w.trustPolicy()
 	return nil
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"database/sql"
 	"errors"
+	"log/slog"
 	"os"
 	"testing"
 
@@ -179,5 +180,86 @@ func TestRecord_TrustFlipInOneBatch(t *testing.T) {
 		if record(t, s, cidA).RID == record(t, s, cidB).RID {
 			t.Errorf("one batch %v: joined by the link of a signer untrusted at the end", oneBatch)
 		}
+	}
+}
+
+// TestRecord_TrustPolicyChangeAtBoot: reopening truth with another trust
+// mode (or own uid) changes whom the configuration trusts: the links of
+// signers no longer trusted stop joining records and their votes leave the
+// merged view, at that boot; reopening with the same policy rebuilds
+// nothing.
+func TestRecord_TrustPolicyChangeAtBoot(t *testing.T) {
+	own, stranger := storetest.Signer(1), storetest.Signer(3)
+	tp, cp := paths(t)
+	s := reopen(t, store.Config{TruthPath: tp, CachePath: cp}) // open trust
+	submit(t, s, own.Text(cidA, "title", "Amber", 1), own.Text(cidB, "title", "Basalt", 1))
+	submit(t, s, stranger.Text(cidA, "cids/"+cidB, "true", 2), stranger.Text(cidC, "title", "Strange", 2))
+	if record(t, s, cidA).RID != record(t, s, cidB).RID {
+		t.Fatal("not joined under open trust")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	listCfg := store.Config{TruthPath: tp, CachePath: cp, Trust: store.TrustList, OwnUID: own.UID()}
+	s = reopen(t, listCfg)
+	if record(t, s, cidA).RID == record(t, s, cidB).RID {
+		t.Error("a stranger's link still joins records after the node switched to list trust")
+	}
+	if v := record(t, s, cidC).Fields["title"]; v != "" {
+		t.Errorf("a stranger's vote still counts after the switch: title %q", v)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logSink{}
+	listCfg.Logger = slog.New(logs)
+	s = reopen(t, listCfg)
+	defer s.Close()
+	if logs.has("rebuilding") {
+		t.Error("a restart with the same trust policy rebuilt the cache")
+	}
+}
+
+// TestRecord_UpgradeKeepsRetractedJoins: on a truth file from before
+// group_edge, a trusted signer's retracted link still holds its records
+// together when the first boot splits an untrusted signer's joins (the old
+// layout shows they were joined; retracting never splits).
+func TestRecord_UpgradeKeepsRetractedJoins(t *testing.T) {
+	trusted, vandal := storetest.Signer(1), storetest.Signer(3)
+	tp, cp := paths(t)
+	s := reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	submit(t, s, trusted.Text(cidA, "title", "Amber", 1), trusted.Text(cidB, "year", "1999", 1), trusted.Text(cidC, "title", "Cobalt", 1))
+	submit(t, s, trusted.Text(cidA, "cids/"+cidB, "true", 2))
+	submit(t, s, trusted.Retraction(cidA, "cids/"+cidB, 3))
+	submit(t, s, vandal.Text(cidB, "cids/"+cidC, "true", 4))
+	if err := s.Distrust(ctx, vandal.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The older layout: no group_edge, and the distrust left one group.
+	db, err := sql.Open("sqlite", tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rid string
+	if err := db.QueryRow(`SELECT rid FROM cid_group WHERE cid = ?`, cidA).Scan(&rid); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TABLE group_edge`, `UPDATE cid_group SET rid = ?`} {
+		if _, err := db.Exec(q, rid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s = reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	defer s.Close()
+	a, b, c := record(t, s, cidA), record(t, s, cidB), record(t, s, cidC)
+	if a.RID != b.RID {
+		t.Error("the first boot split a join a trusted signer's retracted link made")
+	}
+	if c.RID == a.RID {
+		t.Error("the first boot left the distrusted signer's join")
 	}
 }

@@ -70,7 +70,8 @@ type writer struct {
 	view *trustView // the writer's current trust view (published in s.trust)
 
 	lastSeq, rebuildSeq int64
-	regroupPending      bool // truth got group_edge from an older layout: split the groups of untrusted signers at boot
+	regroupPending      bool   // truth got group_edge from an older layout: split the groups of untrusted signers at boot
+	policySaved         string // the trust mode and own uid truth was last opened with (meta trust_policy)
 	live, tomb          int64
 	records             int64
 	files, fileSize     int64
