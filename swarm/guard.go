@@ -72,7 +72,7 @@ func (g *sessionGuard) next(moved int64, now time.Time) time.Duration {
 	if g.lim.minRate > 0 {
 		life += time.Duration(moved / g.lim.minRate * int64(time.Second))
 	}
-	life = min(life, g.lim.max) + g.credit // the session's context still ends it at sessionTimeout
+	life = min(life+g.credit, g.lim.max)
 	return max(0, min(g.lim.idle, g.started.Add(life).Sub(now)))
 }
 
@@ -94,7 +94,10 @@ func (g *sessionGuard) progress(moved int64) {
 
 // hold disarms the guard while the session waits on this node's own store
 // (not the peer's doing); the next progress rearms it, and the wait counts
-// against neither the idle limit nor the session's lifetime.
+// against neither the idle limit nor the session's lifetime here. The
+// peer's guard cannot tell a stall from a slow reader, so a stall longer
+// than its limits (30 s idle) still gets the session cut there; what the
+// session carried is stored and the next one moves the rest.
 func (g *sessionGuard) hold() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
