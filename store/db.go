@@ -251,7 +251,11 @@ func createTruth(ctx context.Context, c *sql.Conn, version string, noEdges bool)
 			SELECT c.cid, substr(c.key, 6), c.pid FROM claim c
 				JOIN cid_group a ON a.cid = c.cid
 				JOIN cid_group b ON b.cid = substr(c.key, 6)
-			WHERE c.key >= 'cids/' AND c.key < 'cids0' AND c.value IS NULL AND a.rid = b.rid;
+			WHERE c.key >= 'cids/' AND c.key < 'cids0' AND c.value IS NULL AND a.rid = b.rid
+				-- unless a live link on the pair explains the join (the
+				-- retraction may be an "unlink" vote on another's link)
+				AND NOT EXISTS (SELECT 1 FROM claim l WHERE l.value = 'true' AND
+					((l.cid = c.cid AND l.key = c.key) OR (l.cid = substr(c.key, 6) AND l.key = 'cids/' || c.cid)));
 			INSERT INTO meta(name, value) VALUES('regroup_pending', '1') ON CONFLICT(name) DO UPDATE SET value = excluded.value`)
 		if err != nil {
 			return fmt.Errorf("fill group edges: %w", err)

@@ -172,14 +172,17 @@ func (w *writer) boot(ctx context.Context) error {
 	if err := w.loadState(); err != nil {
 		return fmt.Errorf("load truth state: %w", err)
 	}
+	cs, err := w.loadCacheState()
+	if err != nil {
+		return fmt.Errorf("load cache state: %w", err)
+	}
+	ahead := cs.applied > w.lastSeq // before a regroup moves lastSeq
+	regrouped := false
 	if w.regroupPending || w.policySaved != w.trustPolicy() {
 		if err := w.regroup(); err != nil {
 			return fmt.Errorf("regroup for the trust policy: %w", err)
 		}
-	}
-	cs, err := w.loadCacheState()
-	if err != nil {
-		return fmt.Errorf("load cache state: %w", err)
+		regrouped = !w.s.truthNew
 	}
 	switch {
 	case !cs.hasApplied || cs.truthID != w.s.truthID:
@@ -191,8 +194,10 @@ func (w *writer) boot(ctx context.Context) error {
 			lost = append(lost, StreamFiles)
 		}
 		err = w.rebuild(ctx, "the cache is new or belongs to another truth file", lost...)
-	case cs.applied > w.lastSeq:
+	case ahead:
 		err = w.rebuild(ctx, "the cache is ahead of truth (truth restored from a backup?)")
+	case regrouped:
+		err = w.rebuild(ctx, "the trust mode or own uid changed since truth was last open")
 	case cs.applied < w.lastSeq:
 		err = w.catchUpFrom(ctx, cs.applied)
 	}

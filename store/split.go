@@ -130,7 +130,13 @@ type edgeRef struct {
 
 // trustPolicy names what the configuration decides of the trust view: the
 // mode and the node's own uid (the list and the vouches live in truth).
-func (w *writer) trustPolicy() string { return string(w.s.cfg.Trust) + " " + w.s.cfg.OwnUID }
+// In open mode the own uid changes no one's trust.
+func (w *writer) trustPolicy() string {
+	if w.s.cfg.Trust == TrustOpen {
+		return string(TrustOpen)
+	}
+	return string(w.s.cfg.Trust) + " " + w.s.cfg.OwnUID
+}
 
 // regroup makes the groups the components of trusted signers' links again,
 // at boot, when whom the configuration trusts may have changed since truth

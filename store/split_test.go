@@ -263,3 +263,66 @@ func TestRecord_UpgradeKeepsRetractedJoins(t *testing.T) {
 		t.Error("the first boot left the distrusted signer's join")
 	}
 }
+
+// TestRecord_PolicyChangeWithCacheAhead: a truth file restored from a
+// backup one commit behind its cache, started with another trust policy:
+// the cache is rebuilt (the regroup's own commit must not make the two
+// look level).
+func TestRecord_PolicyChangeWithCacheAhead(t *testing.T) {
+	own, stranger := storetest.Signer(1), storetest.Signer(3)
+	tp, cp := paths(t)
+	s := reopen(t, store.Config{TruthPath: tp, CachePath: cp}) // open trust
+	submit(t, s, stranger.Text(cidC, "title", "Strange", 2))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE kv SET v = CAST(v AS INTEGER) + 1 WHERE k = 'meta:applied_seq'`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s = reopen(t, store.Config{TruthPath: tp, CachePath: cp, Trust: store.TrustList, OwnUID: own.UID()})
+	defer s.Close()
+	if v := record(t, s, cidC).Fields["title"]; v != "" {
+		t.Errorf("a stranger's vote still counts after the switch to list trust: title %q", v)
+	}
+}
+
+// TestRecord_UpgradeUnlinkVote: on the same upgrade, a trusted signer's
+// retraction of a link that only the distrusted signer made (an "unlink"
+// vote) does not keep the distrusted signer's join.
+func TestRecord_UpgradeUnlinkVote(t *testing.T) {
+	trusted, vandal := storetest.Signer(1), storetest.Signer(3)
+	tp, cp := paths(t)
+	s := reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	submit(t, s, trusted.Text(cidA, "title", "Amber", 1), trusted.Text(cidB, "title", "Basalt", 1))
+	submit(t, s, vandal.Text(cidA, "cids/"+cidB, "true", 2), trusted.Retraction(cidA, "cids/"+cidB, 3))
+	if err := s.Distrust(ctx, vandal.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rid string
+	if err := db.QueryRow(`SELECT rid FROM cid_group WHERE cid = ?`, cidA).Scan(&rid); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TABLE group_edge`, `UPDATE cid_group SET rid = ?`} {
+		if _, err := db.Exec(q, rid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s = reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	defer s.Close()
+	if record(t, s, cidA).RID == record(t, s, cidB).RID {
+		t.Error("an unlink vote kept a distrusted signer's join through the upgrade")
+	}
+}
