@@ -173,6 +173,10 @@ func BenchmarkAPI_PostClaims(b *testing.B) {
 	}
 }
 
+// storeLayout changes when the store's files change in a way an upgrade
+// at open must handle (group_edge and trust_policy: "2").
+const storeLayout = "2"
+
 // loadedStore returns an open store holding dataset d. Loading 1M claims
 // takes minutes, so the loaded databases are cached beside the fixture
 // (keyed by its checksum) and copied in by later runs; a cache that does
@@ -183,7 +187,9 @@ func loadedStore(b *testing.B, d *storetest.Dataset) *store.Store {
 		Trust: store.TrustOpen, Logger: storetest.Logger(b, 8)}
 	cache := ""
 	if base, err := os.UserCacheDir(); err == nil {
-		cache = filepath.Join(base, "metanode-bench", fmt.Sprintf("api-store-%d-%s", d.N, d.Checksum()))
+		// storeLayout names the store's file layout: a cache from an older
+		// one would be upgraded (and its cache rebuilt) at every run.
+		cache = filepath.Join(base, "metanode-bench", fmt.Sprintf("api-store-%s-%d-%s", storeLayout, d.N, d.Checksum()))
 	}
 	open := func() *store.Store {
 		st := store.New(cfg)
