@@ -134,20 +134,7 @@ func TestRecord_SplitOnOlderTruthFile(t *testing.T) {
 
 	// A signer distrusted under the older layout left its groups joined
 	// (they never split then): the first boot with group_edge splits them.
-	db, err = sql.Open("sqlite", tp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rid string
-	if err := db.QueryRow(`SELECT rid FROM cid_group WHERE cid = ?`, cidA).Scan(&rid); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{`DROP TABLE group_edge`, `UPDATE cid_group SET rid = ?`} {
-		if _, err := db.Exec(q, rid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
+	olderLayout(t, tp)
 	for _, p := range []string{cp, cp + "-wal", cp + "-shm"} { // the cache follows truth
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			t.Fatal(err)
@@ -239,20 +226,7 @@ func TestRecord_UpgradeKeepsRetractedJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The older layout: no group_edge, and the distrust left one group.
-	db, err := sql.Open("sqlite", tp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rid string
-	if err := db.QueryRow(`SELECT rid FROM cid_group WHERE cid = ?`, cidA).Scan(&rid); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{`DROP TABLE group_edge`, `UPDATE cid_group SET rid = ?`} {
-		if _, err := db.Exec(q, rid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
+	olderLayout(t, tp)
 	s = reopen(t, store.Config{TruthPath: tp, CachePath: cp})
 	defer s.Close()
 	a, b, c := record(t, s, cidA), record(t, s, cidB), record(t, s, cidC)
@@ -306,10 +280,24 @@ func TestRecord_UpgradeUnlinkVote(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	olderLayout(t, tp)
+	s = reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	defer s.Close()
+	if record(t, s, cidA).RID == record(t, s, cidB).RID {
+		t.Error("an unlink vote kept a distrusted signer's join through the upgrade")
+	}
+}
+
+// olderLayout turns a closed store's truth file into what the layout
+// before group_edge left after a distrust: no edges, and every cid in one
+// record (that layout never split a group).
+func olderLayout(t *testing.T, tp string) {
+	t.Helper()
 	db, err := sql.Open("sqlite", tp)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer db.Close()
 	var rid string
 	if err := db.QueryRow(`SELECT rid FROM cid_group WHERE cid = ?`, cidA).Scan(&rid); err != nil {
 		t.Fatal(err)
@@ -318,11 +306,5 @@ func TestRecord_UpgradeUnlinkVote(t *testing.T) {
 		if _, err := db.Exec(q, rid); err != nil {
 			t.Fatal(err)
 		}
-	}
-	db.Close()
-	s = reopen(t, store.Config{TruthPath: tp, CachePath: cp})
-	defer s.Close()
-	if record(t, s, cidA).RID == record(t, s, cidB).RID {
-		t.Error("an unlink vote kept a distrusted signer's join through the upgrade")
 	}
 }
