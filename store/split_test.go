@@ -219,15 +219,7 @@ func TestRecord_UpgradeKeepsRetractedJoins(t *testing.T) {
 	submit(t, s, trusted.Text(cidA, "cids/"+cidB, "true", 2))
 	submit(t, s, trusted.Retraction(cidA, "cids/"+cidB, 3))
 	submit(t, s, vandal.Text(cidB, "cids/"+cidC, "true", 4))
-	if err := s.Distrust(ctx, vandal.UID()); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// The older layout: no group_edge, and the distrust left one group.
-	olderLayout(t, tp)
-	s = reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	s = distrustUnderOlderLayout(t, s, vandal.UID(), tp, cp)
 	defer s.Close()
 	a, b, c := record(t, s, cidA), record(t, s, cidB), record(t, s, cidC)
 	if a.RID != b.RID {
@@ -274,14 +266,7 @@ func TestRecord_UpgradeUnlinkVote(t *testing.T) {
 	s := reopen(t, store.Config{TruthPath: tp, CachePath: cp})
 	submit(t, s, trusted.Text(cidA, "title", "Amber", 1), trusted.Text(cidB, "title", "Basalt", 1))
 	submit(t, s, vandal.Text(cidA, "cids/"+cidB, "true", 2), trusted.Retraction(cidA, "cids/"+cidB, 3))
-	if err := s.Distrust(ctx, vandal.UID()); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	olderLayout(t, tp)
-	s = reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	s = distrustUnderOlderLayout(t, s, vandal.UID(), tp, cp)
 	defer s.Close()
 	if record(t, s, cidA).RID == record(t, s, cidB).RID {
 		t.Error("an unlink vote kept a distrusted signer's join through the upgrade")
@@ -307,4 +292,19 @@ func olderLayout(t *testing.T, tp string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// distrustUnderOlderLayout distrusts uid, closes s, turns its truth file
+// into the older layout's result (olderLayout) and reopens it: the first
+// boot after an upgrade.
+func distrustUnderOlderLayout(t *testing.T, s *store.Store, uid, tp, cp string) *store.Store {
+	t.Helper()
+	if err := s.Distrust(ctx, uid); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	olderLayout(t, tp)
+	return reopen(t, store.Config{TruthPath: tp, CachePath: cp})
 }
