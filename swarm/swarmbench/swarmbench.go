@@ -5,10 +5,14 @@
 // to the signature-verification limit measured in the same run.
 //
 // Run owns every node it starts and closes them before returning; nothing
-// outlives it. It writes results to w as they are measured.
+// outlives it. It writes results to w as they are measured. The cold
+// catch-up is always CPU-profiled, its two nodes opened under the
+// goroutine labels node=A and node=B, so its CPU is split by node: both
+// run in this process, the sender's work is not the receiver's.
 package swarmbench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -236,7 +240,8 @@ func (b *bench) cold(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reference data: %w", err)
 	}
-	a, err := b.newNode(ctx, nil, nil)
+	var a *node
+	labelled(ctx, "A", func(ctx context.Context) { a, err = b.newNode(ctx, nil, nil) })
 	if err != nil {
 		return err
 	}
@@ -252,20 +257,36 @@ func (b *bench) cold(ctx context.Context) error {
 	held := a.count()
 	b.printf("cold catch-up: node A loaded %d fixture claims (%d held) in %s (store ingest, pre-verified, not part of the figure)\n",
 		n, held, time.Since(start).Round(time.Millisecond))
+	// The window is always profiled: the profile's node labels split the
+	// CPU between the nodes (attribution below).
+	var prof bytes.Buffer
+	profiling := true
+	var pw io.Writer = &prof
 	if b.o.CPUProfile != nil {
-		if err := pprof.StartCPUProfile(b.o.CPUProfile); err != nil {
+		pw = io.MultiWriter(&prof, b.o.CPUProfile)
+	}
+	if err := pprof.StartCPUProfile(pw); err != nil {
+		if b.o.CPUProfile != nil {
 			return fmt.Errorf("bench swarm: %w", err)
 		}
+		// Another profile runs (go test -cpuprofile): no attribution.
+		b.note("cold catch-up: no CPU profile, so no split by node: %v", err)
+		profiling = false
 	}
 	cpu0 := cpuTime()
-	bNode, err := b.newNode(ctx, a.sw.Addrs()[:1], nil)
+	var bNode *node
+	labelled(ctx, "B", func(ctx context.Context) { bNode, err = b.newNode(ctx, a.sw.Addrs()[:1], nil) })
 	if err != nil {
-		pprof.StopCPUProfile()
+		if profiling {
+			pprof.StopCPUProfile()
+		}
 		return err
 	}
 	start = bNode.opened
 	err = waitCount(ctx, bNode, held, 2*time.Hour)
-	pprof.StopCPUProfile() // no-op without a profile
+	if profiling {
+		pprof.StopCPUProfile() // writes the profile out before returning
+	}
 	if err != nil {
 		return err
 	}
@@ -292,6 +313,11 @@ func (b *bench) cold(ctx context.Context) error {
 		// (both nodes' work: A reads and sends, B verifies and stores).
 		b.printf("cold catch-up by CPU time: %.0f µs per claim (both nodes), a verification %.0f µs: ratio %.2f\n",
 			cpu/float64(held)*1e6, b.cpuPer*1e6, b.cpuPer/(cpu/float64(held)))
+	}
+	if profiling {
+		if err := b.attributeCold(prof.Bytes(), cpu, held); err != nil {
+			return err
+		}
 	}
 	b.printf("cold catch-up: %.0f B received per claim (%.2fx the mean wire size)\n",
 		float64(c.SyncBytesIn)/float64(held), float64(c.SyncBytesIn)/float64(held)/b.wireSz)
