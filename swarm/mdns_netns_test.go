@@ -1,0 +1,73 @@
+//go:build linux
+
+package swarm_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/swarm"
+)
+
+// mDNS for real: two nodes with MDNS on, listening on 127.0.0.1 with no
+// bootstrap peer, find each other by multicast (_metanode._udp on lo, in a
+// private network namespace: the machine's lo has no MULTICAST flag),
+// connect, and a claim written on one reaches the other's store. Then the
+// other kinds of neighbour a LAN can hold:
+//   - a node with another swarm name, no key, connects and reconciles
+//     (protocols.md: the name separates gossip and DHT lookups only);
+//   - a node with another swarm key hears the same mDNS service and dials,
+//     but no connection forms either way, and the nodes report the
+//     mismatch by name (a swarm key is what closes a swarm).
+func TestMDNS_Netns(t *testing.T) {
+	// zeroconf joins 224.0.0.251 and ff02::fb on every up interface with
+	// MULTICAST and sends on each by index: no route needed.
+	if !inNetns(t, "ip link set lo multicast on") {
+		return
+	}
+	withMDNS := func(c *swarm.Config) { c.MDNS = true }
+	a := newNode(t, nodeOpt{swarm: withMDNS})
+	b := newNode(t, nodeOpt{swarm: withMDNS})
+	connected := func(x, y *node) bool {
+		return x.sw.Host().Network().Connectedness(y.id) == network.Connected
+	}
+	waitFor(t, 30*time.Second, "a and b to find each other by mDNS", func() bool {
+		return connected(a, b) && connected(b, a)
+	})
+	waitForMesh(t, []*node{a, b})
+	w, _ := store.GenerateSigner()
+	ts := uint64(time.Now().UnixMilli()) - 1000
+	first := signMany(w, 0, 3, ts)
+	a.submit(t, first)
+	waitFor(t, 20*time.Second, "a's claims in b's store", func() bool { return b.holds(first...) })
+
+	other := newNode(t, nodeOpt{swarm: func(c *swarm.Config) { c.MDNS, c.Name = true, "other" }})
+	waitFor(t, 30*time.Second, "a node of another swarm name to connect and reconcile", func() bool {
+		return connected(other, a) && other.holds(first...)
+	})
+	// Only now the stranger: the connector dials one found peer at a time,
+	// and each dial of a stranger may take three attempts of up to 4 s.
+	stranger := newNode(t, nodeOpt{psk: newPSK(t), swarm: withMDNS})
+	// a and b dial the stranger they heard of and report it by name (the
+	// stranger's own report comes later: its dials wait out dialTimeout).
+	for _, n := range []*node{a, b} {
+		waitFor(t, 30*time.Second, "a swarm key mismatch with the stranger to be reported", func() bool {
+			return slices.ContainsFunc(n.sw.Status().Errors, func(e string) bool {
+				return strings.Contains(e, "swarm key mismatch") && strings.Contains(e, stranger.id.String())
+			})
+		})
+	}
+	for _, n := range []*node{a, b, other} {
+		if connected(n, stranger) || connected(stranger, n) {
+			t.Fatalf("a node with another swarm key is connected to %s", n.id)
+		}
+	}
+	if !connected(a, b) || !connected(b, a) {
+		t.Fatal("a and b lost their connection")
+	}
+}
