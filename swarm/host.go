@@ -77,6 +77,15 @@ func (s *Swarm) buildHost() (host.Host, error) {
 	if len(listen) == 0 {
 		listen = defaultListen()
 	}
+	if s.cfg.PSK != nil {
+		if dropped := droppedUDP(s.cfg.Listen); len(dropped) > 0 {
+			s.log.Warn("a private swarm runs over TCP only: QUIC refuses a pre-shared key; not listening on these addresses", "addrs", dropped)
+		}
+		listen = tcpOnly(listen)
+	}
+	if err := probeListen(listen); err != nil {
+		return nil, err
+	}
 	low := max(1, s.cfg.MaxConns*3/4)
 	cm, err := connmgr.NewConnManager(low, s.cfg.MaxConns, connmgr.WithGracePeriod(time.Minute))
 	if err != nil {
@@ -84,6 +93,7 @@ func (s *Swarm) buildHost() (host.Host, error) {
 	}
 	rm, err := newResourceManager()
 	if err != nil {
+		cm.Close()
 		return nil, fmt.Errorf("resource manager: %w", err)
 	}
 	opts := []libp2p.Option{
@@ -97,7 +107,6 @@ func (s *Swarm) buildHost() (host.Host, error) {
 		libp2p.EnableHolePunching(),
 	}
 	if s.cfg.PSK != nil {
-		listen = tcpOnly(listen)
 		opts = append(opts, libp2p.PrivateNetwork(pnet.PSK(s.cfg.PSK)))
 	} else {
 		opts = append(opts, libp2p.Transport(quic.NewTransport))
