@@ -170,12 +170,46 @@ func (n *Node) TrustList(ctx context.Context) (api.TrustList, error) {
 }
 
 // Trust puts uid on the trust list and re-syncs with peers so the signer's
-// earlier claims arrive.
+// earlier claims arrive. When this node had vouched for uid and withdrew
+// the vouch (trust rm of a local writer), it vouches again: trust add undoes
+// trust rm for the homes that trust this node too, not only here. Any other
+// uid gets no vouch: trusting another home is this node's decision alone.
 func (n *Node) Trust(ctx context.Context, uid string) error {
 	if err := n.store.Trust(ctx, uid, "owner"); err != nil {
 		return err
 	}
+	if err := n.revouch(ctx, uid); err != nil {
+		return err
+	}
 	n.swarm.Resync()
+	return nil
+}
+
+// revouch signs a new vouch/<uid> when this node's latest vouch claim for
+// uid is a retraction.
+func (n *Node) revouch(ctx context.Context, uid string) error {
+	if n.store.TrustMode() != store.TrustList {
+		return nil
+	}
+	claims, err := n.store.FetchClaims(ctx, n.peerCID)
+	if err != nil {
+		return fmt.Errorf("vouch again: %w", err)
+	}
+	own, key := n.identity.UID(), store.VouchPrefix+uid
+	for _, c := range claims {
+		if c.UID != own || c.Key != key || c.Kind != store.KindRetraction {
+			continue
+		}
+		// Newer than the retraction, or the store answers stale.
+		v := n.identity.Text(n.peerCID, key, "true", max(n.nowMS(), c.TS+1))
+		res, err := n.store.Submit(ctx, []store.Claim{v}, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})
+		if err != nil {
+			return fmt.Errorf("vouch again: %w", err)
+		}
+		n.share([]store.Claim{v}, res)
+		n.log.Info("vouched again for a signer trusted again", "uid", uid)
+		return nil
+	}
 	return nil
 }
 

@@ -265,3 +265,56 @@ func TestTrust_DistrustRemovesVotes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTrust_UndoneDistrustVouchesAgain: A's owner distrusts A's own plugin
+// (A withdraws its vouch, so B stops trusting it), then trusts it again:
+// A vouches again, and B accepts the plugin's new and earlier claims. Before,
+// the undo stayed local: B ignored the plugin for good.
+func TestTrust_UndoneDistrustVouchesAgain(t *testing.T) {
+	ctx := context.Background()
+	a, b := pairedHomes(t)
+	plugin := signer(t)
+	x, y := testCID(70), testCID(71)
+	submitAccepted(t, a, plugin.Text(x, "title", "Heat", nowMS()))
+	waitFor(t, 30*time.Second, "A's plugin's claim on B", func() error {
+		return hasField(ctx, b.Store(), x, "title", "Heat")
+	})
+
+	if err := a.Distrust(ctx, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "B stops trusting the plugin", func() error {
+		if b.Store().Trusted(plugin.UID()) {
+			return errNo
+		}
+		return lacksKey(ctx, b.Store(), x, "title")
+	})
+
+	if err := a.Trust(ctx, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	submitAccepted(t, a, plugin.Text(y, "title", "Ronin", nowMS()))
+	waitFor(t, 30*time.Second, "B trusts the plugin again, old and new claims", func() error {
+		if !b.Store().Trusted(plugin.UID()) {
+			return errors.New("B does not trust the plugin")
+		}
+		if err := hasField(ctx, b.Store(), y, "title", "Ronin"); err != nil {
+			return err
+		}
+		return hasField(ctx, b.Store(), x, "title", "Heat")
+	})
+	// Trusting a uid the node never vouched for signs no vouch.
+	other := signer(t)
+	if err := a.Trust(ctx, other.UID()); err != nil {
+		t.Fatal(err)
+	}
+	list, err := a.TrustList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Trusted {
+		if e.UID == other.UID() && len(e.VouchedBy) > 0 {
+			t.Fatalf("trust add of a stranger vouched for it: %+v", e)
+		}
+	}
+}
