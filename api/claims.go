@@ -257,8 +257,20 @@ func (s *Server) handleRIDClaims(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) writeGroupClaims(w http.ResponseWriter, r *http.Request, h, notFound string) error {
+	h, err := recordRef(h, ridOrCID)
+	if err != nil {
+		return refError(err, notFound)
+	}
 	q := r.URL.Query()
-	g, err := s.cfg.Store.Claims(r.Context(), h, store.ClaimFilter{Key: q.Get("key"), UID: q.Get("uid")})
+	uid := q.Get("uid")
+	if uid != "" {
+		// As ?as=: a uid that cannot exist is a mistake to report, not an
+		// empty list.
+		if err := store.CheckUID(uid); err != nil {
+			return err
+		}
+	}
+	g, err := s.cfg.Store.Claims(r.Context(), h, store.ClaimFilter{Key: q.Get("key"), UID: uid})
 	if err != nil {
 		return notFoundAs(err, notFound)
 	}

@@ -167,7 +167,10 @@ func (s *Server) openUnderRoot(p string) (*os.File, os.FileInfo, error) {
 }
 
 func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) error {
-	cid := r.PathValue("cid")
+	cid, err := recordRef(r.PathValue("cid"), cidOnly)
+	if err != nil {
+		return refError(err, SlugUnknownCID)
+	}
 	lf, err := s.cfg.Store.LocalFileForCID(r.Context(), cid)
 	if err != nil {
 		return notFoundAs(err, SlugUnknownCID)
@@ -239,13 +242,24 @@ func (w *contentWriter) ReadFrom(src io.Reader) (int64, error) {
 func (w *contentWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) error {
-	lf, err := s.cfg.Store.LocalFileForCID(r.Context(), r.PathValue("cid"))
+	cid, err := recordRef(r.PathValue("cid"), cidOnly)
+	if isNotFound(err) { // not a cid at all: no such file, as upstream
+		return writeJSON(w, http.StatusOK, FileInfo{})
+	}
+	if err != nil { // a cid in another form: 400 bad_cid rather than a false "absent"
+		return err
+	}
+	lf, err := s.cfg.Store.LocalFileForCID(r.Context(), cid)
 	if isNotFound(err) {
 		return writeJSON(w, http.StatusOK, FileInfo{})
 	}
 	if err != nil {
 		return err
 	}
+	return s.writeFileInfo(w, lf)
+}
+
+func (s *Server) writeFileInfo(w http.ResponseWriter, lf store.LocalFile) error {
 	f, info, err := s.openUnderRoot(lf.Path)
 	if err != nil {
 		return writeJSON(w, http.StatusOK, FileInfo{})

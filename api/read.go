@@ -109,7 +109,10 @@ type HealthResponse struct {
 }
 
 func (s *Server) handleMeta(w http.ResponseWriter, r *http.Request) error {
-	cid := r.PathValue("cid")
+	cid, err := recordRef(r.PathValue("cid"), ridOrCID)
+	if err != nil {
+		return refError(err, SlugUnknownCID)
+	}
 	var q url.Values
 	if r.URL.RawQuery != "" { // the hot path has none: skip the parse
 		q = r.URL.Query()
@@ -133,6 +136,11 @@ func (s *Server) handleMeta(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		return notFoundAs(err, SlugUnknownCID)
+	}
+	if store.IsRID(cid) {
+		// Asked by rid (the CLI does): cid names the record's canonical
+		// cid, never the rid, so the field always holds a cid.
+		cid = rec.CanonicalCID
 	}
 	m := metaResponse(cid, rec)
 	return writeAppender(w, m.appendJSON)
@@ -179,6 +187,10 @@ func (s *Server) handleMetaRoot(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) writeRecord(w http.ResponseWriter, r *http.Request, h string) error {
+	h, err := recordRef(h, ridOrCID)
+	if err != nil {
+		return refError(err, SlugUnknownRoot)
+	}
 	rec, err := s.cfg.Store.Record(r.Context(), h, "")
 	if err != nil {
 		return notFoundAs(err, SlugUnknownRoot)
@@ -194,7 +206,11 @@ func (s *Server) handleMetaField(w http.ResponseWriter, r *http.Request) error {
 	if key == "" {
 		return s.handleMetaRoot(w, r)
 	}
-	v, err := s.cfg.Store.Field(r.Context(), r.PathValue("h"), key)
+	h, err := recordRef(r.PathValue("h"), ridOrCID)
+	if err != nil {
+		return refError(err, SlugUnknownRoot)
+	}
+	v, err := s.cfg.Store.Field(r.Context(), h, key)
 	if err != nil {
 		return notFoundAs(err, SlugUnknownRoot)
 	}
@@ -252,6 +268,9 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("offset and limit must not be negative")
 	}
 	if req.HashID != "" { // an exact read, as upstream
+		if up := strings.ToUpper(req.HashID); store.IsRID(up) {
+			req.HashID = up
+		}
 		out := SearchResponse{Results: []SearchHit{}}
 		rec, err := s.cfg.Store.Record(r.Context(), req.HashID, "")
 		switch {

@@ -105,11 +105,12 @@ func TestMeta(t *testing.T) {
 	e.get("/api/meta/"+cidC).wantError(t, 404, "unknown_cid")
 	e.get("/api/meta/not-a-cid").wantError(t, 404, "unknown_cid")
 	e.get("/api/meta/"+cidC+"?remote=1").wantError(t, 404, "unknown_cid")
-	// What no peer can know is the same 404 as without ?remote=1: the node's
-	// lookup refuses such a cid (bad_cid), the consumer sees "no record".
-	for _, bad := range []string{"not-a-cid", "bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"} {
-		e.get("/api/meta/"+bad).wantError(t, 404, "unknown_cid")
-		e.get("/api/meta/"+bad+"?remote=1").wantError(t, 404, "unknown_cid")
+	// Not a cid: the same 404 as without ?remote=1 (no peer can know it).
+	// A cid in a non-canonical form (trailing bits set) is a 400 bad_cid
+	// with or without ?remote=1, naming the canonical form.
+	e.get("/api/meta/not-a-cid?remote=1").wantError(t, 404, "unknown_cid")
+	for _, q := range []string{"", "?remote=1"} {
+		e.get("/api/meta/bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"+q).wantError(t, 400, "bad_cid")
 	}
 	if _, err := e.c.Meta(t.Context(), cidC, api.MetaOptions{}); !isNotFound(err) {
 		t.Errorf("client: %v is not store.ErrNotFound", err)

@@ -1,0 +1,136 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ipfs/go-cid"
+	mbase "github.com/multiformats/go-multibase"
+
+	"github.com/metanode/metanode/api"
+)
+
+// otherForms writes a canonical cid in every other base a consumer might
+// use: each parses as the same CID, none is canonical.
+func otherForms(t testing.TB, s string) []string {
+	t.Helper()
+	c, err := cid.Decode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, b := range []mbase.Encoding{mbase.Base58BTC, mbase.Base32Upper, mbase.Base64url, mbase.Base16, mbase.Base36} {
+		f, err := c.StringOfBase(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// A cid written in another base (or upper case) on a read route is a 400
+// bad_cid that says how to write it, as POST /api/claims says; before, the
+// routes answered "not found" (or exists:false) for content the node holds.
+func TestReadRoutes_NonCanonicalCID(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.root, "plugin/a.txt"), "hello world content\n")
+	reg, err := e.c.RegisterFile(t.Context(), "plugin/a.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := reg.CID
+	if res := e.post(e.text(c, "title", "Hello", e.ts(0))); res.Accepted != 1 {
+		t.Fatalf("seed: %+v", res)
+	}
+	routes := []string{"/api/meta/%s", "/api/meta/%s?remote=1", "/api/meta/%s/claims", "/meta/%s", "/meta/%s/title",
+		"/api/metadata/%s", "/api/metadata/%s/claims", "/file/%s", "/api/file/%s/info"}
+	for _, form := range otherForms(t, c) {
+		for _, r := range routes {
+			p := strings.Replace(r, "%s", form, 1)
+			a := e.get(p)
+			a.wantError(t, http.StatusBadRequest, "bad_cid")
+			var env api.Error
+			_ = json.Unmarshal(a.body, &env)
+			if !strings.Contains(env.Message, "is not canonical; write \""+c+"\"") {
+				t.Errorf("%s: message %q does not name the canonical form", p, env.Message)
+			}
+		}
+	}
+	// The canonical form answers on every route.
+	for _, r := range routes {
+		if a := e.get(strings.Replace(r, "%s", c, 1)); a.status != http.StatusOK {
+			t.Errorf("%s: %d %s", r, a.status, a.body)
+		}
+	}
+
+	// Not a cid at all: no record can have it, 404 as upstream (and
+	// exists:false on the info route, which answers 200 for the absent).
+	for _, garbage := range []string{"notacid", "Qm", "bafy", "01M8NMQW7WFACBMYJH8BWC5P7", "8ZZZZZZZZZZZZZZZZZZZZZZZZZ"} {
+		e.get("/api/meta/"+garbage).wantError(t, 404, "unknown_cid")
+		e.get("/api/meta/"+garbage+"?remote=1").wantError(t, 404, "unknown_cid")
+		e.get("/file/"+garbage).wantError(t, 404, "unknown_cid")
+		e.get("/meta/"+garbage).wantError(t, 404, "unknown_root")
+		e.get("/meta/"+garbage+"/title").wantError(t, 404, "unknown_root")
+		e.get("/api/metadata/"+garbage).wantError(t, 404, "unknown_root")
+		a := e.get("/api/file/" + garbage + "/info")
+		if a.status != 200 || strings.TrimSpace(string(a.body)) != `{"exists":false}` {
+			t.Errorf("info of %s: %d %s", garbage, a.status, a.body)
+		}
+	}
+	if e.node.remotes != 1 { // only the canonical ?remote=1 reached the node
+		t.Errorf("%d RemoteRecord calls, want 1", e.node.remotes)
+	}
+}
+
+// rids are Crockford base32, which reads either case: a lower-case rid (as
+// search finds it) names the record, answered with the canonical rid.
+func TestReadRoutes_LowerCaseRID(t *testing.T) {
+	e := newSeeded(t)
+	low := strings.ToLower(e.rid)
+	for _, p := range []string{"/meta/" + low, "/api/metadata/" + low} {
+		var r api.RecordResponse
+		e.get(p).decode(t, &r)
+		if r.HashID != e.rid || r.Metadata["title"] != "Inception" {
+			t.Errorf("%s: %+v", p, r)
+		}
+	}
+	if a := e.get("/meta/" + low + "/title"); a.status != 200 || string(a.body) != "Inception" {
+		t.Errorf("field by lower-case rid: %d %s", a.status, a.body)
+	}
+	var g api.GroupClaimsResponse
+	e.get("/api/metadata/" + low + "/claims").decode(t, &g)
+	if g.RID != e.rid || len(g.Claims) == 0 {
+		t.Errorf("claims by lower-case rid: %+v", g)
+	}
+	var s api.SearchResponse
+	e.sendJSON(http.MethodPost, "/api/metadata/search", map[string]string{"hashId": low}).decode(t, &s)
+	if s.Count != 1 || s.Results[0].HashID != e.rid {
+		t.Errorf("search by lower-case hashId: %+v", s)
+	}
+}
+
+// GET /api/meta/{rid}: the spec's cid field holds a cid, never the rid:
+// the record's canonical cid.
+func TestMeta_ByRID(t *testing.T) {
+	e := newSeeded(t)
+	for _, h := range []string{e.rid, strings.ToLower(e.rid)} {
+		var m api.MetaResponse
+		e.get("/api/meta/" + h).decode(t, &m)
+		if m.CID != cidA || m.RID != e.rid || m.CanonicalCID != cidA || m.Metadata["title"] != "Inception" {
+			t.Errorf("by rid %s: %+v", h, m)
+		}
+	}
+	e.get("/api/meta/7ZZZZZZZZZZZZZZZZZZZZZZZZZ").wantError(t, 404, "unknown_cid")
+}
+
+// ?uid= on the claims routes is checked like ?as=: a uid that cannot exist
+// is a 400, not an empty list.
+func TestClaims_BadUIDFilter(t *testing.T) {
+	e := newSeeded(t)
+	e.get("/api/meta/"+cidA+"/claims?uid=bogus").wantError(t, 400, "bad_uid")
+	e.get("/api/metadata/"+e.rid+"/claims?uid=zzz").wantError(t, 400, "bad_uid")
+}
