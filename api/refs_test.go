@@ -102,7 +102,7 @@ func TestReadRoutes_LowerCaseRID(t *testing.T) {
 		t.Errorf("field by lower-case rid: %d %s", a.status, a.body)
 	}
 	var g api.GroupClaimsResponse
-	e.get("/api/metadata/" + low + "/claims").decode(t, &g)
+	e.get("/api/metadata/"+low+"/claims").decode(t, &g)
 	if g.RID != e.rid || len(g.Claims) == 0 {
 		t.Errorf("claims by lower-case rid: %+v", g)
 	}
@@ -119,7 +119,7 @@ func TestMeta_ByRID(t *testing.T) {
 	e := newSeeded(t)
 	for _, h := range []string{e.rid, strings.ToLower(e.rid)} {
 		var m api.MetaResponse
-		e.get("/api/meta/" + h).decode(t, &m)
+		e.get("/api/meta/"+h).decode(t, &m)
 		if m.CID != cidA || m.RID != e.rid || m.CanonicalCID != cidA || m.Metadata["title"] != "Inception" {
 			t.Errorf("by rid %s: %+v", h, m)
 		}
