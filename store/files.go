@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -208,63 +207,37 @@ func (s *Store) LocalFileForCID(ctx context.Context, cid string) (LocalFile, err
 	return best, nil
 }
 
-// FileTuples lists every record with a local file, and their total size.
+// FileTuples lists the local files, one tuple per file under the files
+// root (a record with two local paths gives two), with the size and mtime
+// the watcher saw on disk and the rid of the record holding the file's
+// cid; the total is their size. It reads local_file rather than the merged
+// view, so count and total agree with Stats().Files, and a signed sizeByte
+// (which any trusted signer may claim) never changes what this box reports
+// about its own files. Ordered by path.
 func (s *Store) FileTuples(ctx context.Context) ([]FileTuple, int64, error) {
 	if err := s.ready(); err != nil {
 		return nil, 0, err
 	}
-	tx, err := s.cacheR.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	// A LEFT JOIN: every local file is listed even if its record were
+	// missing (it never is: a new cid gets one in the same transaction).
+	rows, err := s.cacheR.QueryContext(ctx, `SELECT coalesce(kv.v, ''), lf.path, lf.size, lf.mtime
+		FROM local_file lf LEFT JOIN kv ON kv.k = 'cid:' || lf.midhash ORDER BY lf.path`)
 	if err != nil {
 		return nil, 0, fmt.Errorf("file tuples: %w", err)
 	}
-	defer tx.Rollback()
-	byRID := map[string]*FileTuple{}
-	var order []string
-	for _, field := range []string{"filePath", "sizeByte", "mtimeNano"} {
-		rows, err := tx.QueryContext(ctx, `SELECT k, v FROM kv WHERE lower(substr(k, 33)) = ? AND k >= 'file:' AND k < 'file;'`,
-			strings.ToLower(field))
-		if err != nil {
-			return nil, 0, fmt.Errorf("file tuples: %w", err)
-		}
-		for rows.Next() {
-			var k, v string
-			if err := rows.Scan(&k, &v); err != nil {
-				rows.Close()
-				return nil, 0, fmt.Errorf("file tuples: %w", err)
-			}
-			rid, f, ok := splitFieldKey(k)
-			if !ok || f != field {
-				continue
-			}
-			t := byRID[rid]
-			if t == nil {
-				if field != "filePath" {
-					continue
-				}
-				t = &FileTuple{RID: rid}
-				byRID[rid] = t
-				order = append(order, rid)
-			}
-			switch field {
-			case "filePath":
-				t.FilePath = v
-			case "sizeByte":
-				t.SizeByte, _ = strconv.ParseInt(v, 10, 64)
-			case "mtimeNano":
-				t.MtimeNano, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, 0, fmt.Errorf("file tuples: %w", err)
-		}
-	}
-	slices.Sort(order)
-	out := make([]FileTuple, 0, len(order))
+	defer rows.Close()
+	out := []FileTuple{}
 	var total int64
-	for _, rid := range order {
-		out = append(out, *byRID[rid])
-		total += byRID[rid].SizeByte
+	for rows.Next() {
+		var t FileTuple
+		if err := rows.Scan(&t.RID, &t.FilePath, &t.SizeByte, &t.MtimeNano); err != nil {
+			return nil, 0, fmt.Errorf("file tuples: %w", err)
+		}
+		out = append(out, t)
+		total += t.SizeByte
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("file tuples: %w", err)
 	}
 	return out, total, nil
 }
