@@ -100,6 +100,10 @@ func (n *Node) RemoteRecord(ctx context.Context, cid, as string) (store.Record, 
 		return rec, err
 	}
 	if _, err := n.swarm.Lookup(ctx, cid); err != nil {
+		if errors.Is(err, swarm.ErrOnlyUntrusted) {
+			return store.Record{}, fmt.Errorf("%w: %s: %w (metanode trust ls; trust add the home or signer to accept them)",
+				store.ErrNotFound, cid, swarm.ErrOnlyUntrusted)
+		}
 		if errors.Is(err, swarm.ErrNotFound) {
 			return store.Record{}, fmt.Errorf("%w: no peer knows %s", store.ErrNotFound, cid)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/metanode/metanode/node"
 	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/swarm"
 )
 
 // End-to-end trust between homes on loopback (issue 5). Auto-trust of local
@@ -316,5 +317,54 @@ func TestTrust_UndoneDistrustVouchesAgain(t *testing.T) {
 		if e.UID == other.UID() && len(e.VouchedBy) > 0 {
 			t.Fatalf("trust add of a stranger vouched for it: %+v", e)
 		}
+	}
+}
+
+// TestTrust_InterestNodeTrustAtRunTime: an interest-mode node trusts a
+// connected home at run time. It fetches that home's vouches and its remote
+// lookups then accept the home's plugin, without a restart and without
+// waiting for a periodic interest fetch (an hour away here). Before the
+// trust, the lookup's 404 says the peers' claims were refused, not that no
+// peer knows the cid.
+func TestTrust_InterestNodeTrustAtRunTime(t *testing.T) {
+	ctx := context.Background()
+	a := openNode(t, testConfig(t, dataDir(t, "a")))
+	plugin := signer(t)
+	cid := testCID(80)
+	submitAccepted(t, a, plugin.Text(cid, "title", "Only A", nowMS()))
+
+	cfg := testConfig(t, dataDir(t, "h"))
+	cfg.Replicate = node.ReplicateInterest
+	cfg.SyncInterval = time.Hour
+	cfg.Bootstrap = a.Addrs()[:1]
+	h := openNode(t, cfg)
+	waitFor(t, 30*time.Second, "h connected to A", func() error {
+		if peers, err := h.SwarmPeers(ctx); err != nil || len(peers) == 0 {
+			return errNo
+		}
+		return nil
+	})
+	lookup := func() (store.Record, error) {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return h.RemoteRecord(lctx, cid, "")
+	}
+	_, err := lookup()
+	if !errors.Is(err, store.ErrNotFound) || !errors.Is(err, swarm.ErrOnlyUntrusted) {
+		t.Fatalf("lookup before trusting A = %v, want not found: only untrusted signers", err)
+	}
+
+	if err := h.Trust(ctx, a.UID()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "h trusts A's plugin", func() error {
+		if !h.Store().Trusted(plugin.UID()) {
+			return errNo
+		}
+		return nil
+	})
+	rec, err := lookup()
+	if err != nil || rec.Fields["title"] != "Only A" {
+		t.Fatalf("lookup after trusting A = %+v, %v", rec.Fields, err)
 	}
 }

@@ -91,15 +91,27 @@ func (s *Swarm) serveFetch(ctx context.Context, st network.Stream) {
 	_ = st.Close()
 }
 
+// ErrOnlyUntrusted comes with ErrNotFound from Lookup when peers answered
+// claims about the cid but every one was by a signer this node does not
+// trust: a peer knows the cid, this node refused what it holds.
+var ErrOnlyUntrusted = errors.New("peers hold claims about it only by signers this node does not trust")
+
 // fetchFrom asks p for the claims of cids and stores them (the store
 // verifies). It returns how many the store did not reject.
 func (s *Swarm) fetchFrom(ctx context.Context, p peer.ID, cids []string) (int, error) {
+	n, _, err := s.fetchCounting(ctx, p, cids)
+	return n, err
+}
+
+// fetchCounting is fetchFrom that also reports how many claims were
+// refused because their signers are not trusted.
+func (s *Swarm) fetchCounting(ctx context.Context, p peer.ID, cids []string) (stored, untrusted int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
 	st, err := s.host.NewStream(ctx, p, ProtocolFetch)
 	if err != nil {
 		s.met.fetches.WithLabelValues("error").Inc()
-		return 0, fmt.Errorf("fetch from %s: %w", p, err)
+		return 0, 0, fmt.Errorf("fetch from %s: %w", p, err)
 	}
 	claims, err := readFetch(ctx, st, cids)
 	if err != nil {
@@ -107,25 +119,26 @@ func (s *Swarm) fetchFrom(ctx context.Context, p peer.ID, cids []string) (int, e
 		if errors.Is(err, errProtocol) {
 			s.penalize(p, "fetch: "+err.Error())
 		}
-		return 0, fmt.Errorf("fetch from %s: %w", p, err)
+		return 0, 0, fmt.Errorf("fetch from %s: %w", p, err)
 	}
 	if len(claims) == 0 {
 		s.met.fetches.WithLabelValues("empty").Inc()
-		return 0, nil
+		return 0, 0, nil
 	}
 	gen := s.refused.generation()
-	claims, untrusted := s.dropUntrusted(claims)
-	for _, it := range untrusted {
+	claims, refused := s.dropUntrusted(claims)
+	for _, it := range refused {
 		s.refused.add(it, gen)
 	}
+	untrusted = len(refused)
 	if len(claims) == 0 {
 		s.met.fetches.WithLabelValues("ok").Inc()
-		return 0, nil
+		return 0, untrusted, nil
 	}
 	vouchesFirst(claims) // a vouch in the response trusts its signer's claims in it
 	res, err := s.cfg.Store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginFetch})
 	if err != nil {
-		return 0, fmt.Errorf("store fetched claims: %w", err)
+		return 0, untrusted, fmt.Errorf("store fetched claims: %w", err)
 	}
 	n, bad := 0, 0
 	for i, r := range res {
@@ -136,6 +149,7 @@ func (s *Swarm) fetchFrom(ctx context.Context, p peer.ID, cids []string) (int, e
 			// Neutral: not held against the peer, not remembered as refused.
 		case errors.Is(r.Err, store.ErrUntrusted):
 			s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID}, gen)
+			untrusted++
 		case isInvalid(r.Err):
 			bad++
 		}
@@ -144,7 +158,7 @@ func (s *Swarm) fetchFrom(ctx context.Context, p peer.ID, cids []string) (int, e
 		s.penalize(p, fmt.Sprintf("fetch: %d invalid claims", bad))
 	}
 	s.met.fetches.WithLabelValues("ok").Inc()
-	return n, nil
+	return n, untrusted, nil
 }
 
 // readFetch sends the request and reads the response.
@@ -263,6 +277,7 @@ func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LookupTimeout)
 	defer cancel()
 	asked := map[peer.ID]bool{s.host.ID(): true}
+	untrusted := 0
 	try := func(ai peer.AddrInfo) (int, bool) {
 		if asked[ai.ID] {
 			return 0, false
@@ -273,10 +288,11 @@ func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
 				return 0, false
 			}
 		}
-		n, err := s.fetchFrom(ctx, ai.ID, []string{cid})
+		n, u, err := s.fetchCounting(ctx, ai.ID, []string{cid})
 		if err != nil {
 			s.log.Debug("lookup fetch", "peer", ai.ID, "cid", cid, "err", err)
 		}
+		untrusted += u
 		return n, err == nil && n > 0
 	}
 	if s.dht != nil && s.dht.RoutingTable().Size() > 0 {
@@ -304,5 +320,8 @@ func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
 		}
 	}
 	s.met.lookups.WithLabelValues("notfound").Inc()
+	if untrusted > 0 {
+		return 0, fmt.Errorf("lookup %s: %w: %w (%d claims refused)", cid, ErrNotFound, ErrOnlyUntrusted, untrusted)
+	}
 	return 0, fmt.Errorf("lookup %s: %w", cid, ErrNotFound)
 }

@@ -34,7 +34,8 @@ const (
 // connects (one side only, the one with the lower peer id, so a connection
 // costs one session), every SyncInterval with the few peers synced least
 // recently, with every other peer shortly after a session brought claims
-// in, and with every peer on Resync. It owns the session goroutines
+// in, and with every peer on Resync (in interest mode with an interest
+// fetch first). It owns the session goroutines
 // and waits for them before returning.
 func (s *Swarm) runSyncScheduler(ctx context.Context) {
 	var wg sync.WaitGroup
@@ -133,8 +134,13 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 				start(p, true)
 			}
 		case <-s.resyncCh:
+			// A trust change: in interest mode the interest fetch is how
+			// the newly trusted signers' vouches (their peer-id cids) and
+			// their claims about known cids come (sync brings none), so it
+			// runs with every peer now, as at connection, not at the next
+			// periodic turn (interestEvery periods away).
 			for _, p := range s.host.Network().Peers() {
-				start(p, false)
+				start(p, true)
 			}
 		case <-timer.C:
 			if s.cfg.NoAutoSync {
