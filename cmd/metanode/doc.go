@@ -14,6 +14,7 @@
 // This package owns the command line, the configuration and the log handler;
 // it imports node (to serve), api (its Client, for every client command) and
 // store (to sign claims). Concurrency: main turns the first SIGINT/SIGTERM
-// into a cancelled context (serve then closes the node gracefully) and exits
-// at once on a second one; commands otherwise run on the main goroutine.
+// into a cancelled context (serve then closes the node gracefully), ignores
+// signals within signalWindow of the first (one stop request delivered to the
+// process and its group) and exits at once on a later one; commands otherwise run on the main goroutine.
 package main

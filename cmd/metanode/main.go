@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/metanode/metanode/api"
 )
@@ -19,22 +20,34 @@ var version = "dev"
 
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 2)
+	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go onSignals(sigs, cancel, os.Stderr, os.Exit)
+	go onSignals(sigs, cancel, os.Stderr, os.Exit, time.Now)
 	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// signalWindow: signals this soon after the first are the same delivery.
+// GNU timeout, a shell's Ctrl-C and some supervisors signal the process and
+// its process group at once, so one stop request can arrive twice within
+// microseconds; a person pressing Ctrl-C twice is far slower than this.
+const signalWindow = 250 * time.Millisecond
+
 // onSignals turns the first signal into cancel (serve then shuts down
-// gracefully) and the second into an immediate exit 1. It returns when sigs
-// is closed.
-func onSignals(sigs <-chan os.Signal, cancel func(), stderr io.Writer, exit func(int)) {
+// gracefully); a later one, arriving signalWindow or more after the first,
+// exits 1 at once. It returns when sigs is closed.
+func onSignals(sigs <-chan os.Signal, cancel func(), stderr io.Writer, exit func(int), now func() time.Time) {
 	if _, ok := <-sigs; !ok {
 		return
 	}
+	first := now()
 	cancel()
-	if _, ok := <-sigs; !ok {
-		return
+	for {
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		if now().Sub(first) >= signalWindow {
+			break
+		}
 	}
 	fmt.Fprintln(stderr, "metanode: second signal, exiting without a clean shutdown (the cache is repaired at the next start)")
 	exit(1)

@@ -383,24 +383,39 @@ func TestRun_ServeInProcess(t *testing.T) {
 	}
 }
 
+// TestOnSignals: the first signal cancels; one within signalWindow of it is
+// the same delivery (timeout(1) signals the process and its group at once);
+// a later one exits 1. The clock is fed a time per signal, so the test knows
+// each signal was handled before it sends the next.
 func TestOnSignals(t *testing.T) {
-	sigs := make(chan os.Signal, 2)
+	sigs := make(chan os.Signal, 4)
+	times := make(chan time.Time)
 	cancelled := make(chan struct{})
 	exited := make(chan int, 1)
 	var errb lockedBuffer
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		onSignals(sigs, func() { close(cancelled) }, &errb, func(code int) { exited <- code })
+		onSignals(sigs, func() { close(cancelled) }, &errb, func(code int) { exited <- code }, func() time.Time { return <-times })
 	}()
+	t0 := time.Unix(1_700_000_000, 0)
 	sigs <- syscall.SIGTERM
+	times <- t0
 	<-cancelled
-	select {
-	case c := <-exited:
-		t.Fatalf("exit(%d) after one signal", c)
-	default:
+	for _, d := range []time.Duration{0, time.Millisecond, signalWindow - time.Nanosecond} {
+		sigs <- syscall.SIGTERM
+		select {
+		case times <- t0.Add(d):
+		case c := <-exited:
+			t.Fatalf("exit(%d) on a signal within the window of the first", c)
+		}
 	}
 	sigs <- os.Interrupt
+	select {
+	case times <- t0.Add(signalWindow):
+	case c := <-exited:
+		t.Fatalf("exit(%d) on a signal within the window of the first", c)
+	}
 	if c := <-exited; c != 1 {
 		t.Fatalf("second signal: exit(%d), want 1", c)
 	}
@@ -411,5 +426,5 @@ func TestOnSignals(t *testing.T) {
 	// A closed channel ends it without cancelling.
 	closed := make(chan os.Signal)
 	close(closed)
-	onSignals(closed, func() { t.Fatal("cancel on a closed channel") }, &errb, func(int) { t.Fatal("exit on a closed channel") })
+	onSignals(closed, func() { t.Fatal("cancel on a closed channel") }, &errb, func(int) { t.Fatal("exit on a closed channel") }, time.Now)
 }

@@ -77,8 +77,10 @@ func (c *cli) loadConfig(vals map[string][]string, configPath string) (Config, c
 
 func (c *cli) serve(ctx context.Context, args []string) error {
 	fs := c.flagSet("serve", "serve [flags]", `Runs a node until SIGINT or SIGTERM: the local HTTP API, the swarm and, with
---files, the file watcher. The first signal shuts down gracefully (exit 0); a
-second one exits at once. Every flag is also a key of the YAML config file and
+--files, the file watcher. The first signal shuts down gracefully (exit 0);
+signals within 250ms of it are the same stop request (timeout(1) and a
+terminal signal the whole process group), and a later one exits at once
+(exit 1, no clean shutdown). Every flag is also a key of the YAML config file and
 an environment variable; flags win over the environment, which wins over the file.`)
 	vals, configPath := configFlags(fs)
 	pos, err := c.parse(fs, args)
@@ -115,7 +117,7 @@ func (c *cli) runNode(ctx context.Context, cfg Config, layers configLayers, then
 	}
 	if err == nil {
 		<-ctx.Done()
-		logger.Info("shutting down (a second signal exits at once)")
+		logger.Info("shutting down (signal again to exit at once)")
 	}
 	if cerr := n.Close(); cerr != nil && err == nil {
 		return fmt.Errorf("shut down: %w", cerr)

@@ -43,6 +43,9 @@ func TestE2E_SignalsDrainThenForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLog(t, srv, "shutting down")
+	// A signal within signalWindow of the first is the same delivery: wait
+	// it out, so the next one is a second signal for certain.
+	time.Sleep(signalWindow)
 	select {
 	case err := <-srv.done:
 		t.Fatalf("serve exited (%v) with a request in flight: no drain\n%s", err, srv.logs.String())
@@ -63,5 +66,37 @@ func TestE2E_SignalsDrainThenForce(t *testing.T) {
 	}
 	if !strings.Contains(srv.logs.String(), "second signal, exiting without a clean shutdown") {
 		t.Fatalf("no word of the second signal:\n%s", srv.logs.String())
+	}
+}
+
+// TestE2E_SignalTwiceAtOnce: GNU timeout (and a terminal's Ctrl-C) signals
+// the process and its process group, so one stop request arrives twice
+// within microseconds. That is one request: serve shuts down cleanly and
+// exits 0. The kernel may merge two pending SIGTERMs into one; SIGTERM then
+// SIGINT are two deliveries for certain.
+func TestE2E_SignalTwiceAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	for _, pair := range [][2]syscall.Signal{{syscall.SIGTERM, syscall.SIGINT}, {syscall.SIGTERM, syscall.SIGTERM}} {
+		srv := startServe(t, filepath.Join(t.TempDir(), "data"))
+		pid := srv.cmd.Process.Pid
+		for _, sig := range pair {
+			if err := syscall.Kill(pid, sig); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case err := <-srv.done:
+			srv.done <- err
+			if err != nil {
+				t.Fatalf("serve after %v and %v at once: %v, want exit 0\n%s", pair[0], pair[1], err, srv.logs.String())
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("serve did not stop within 60s of %v\n%s", pair, srv.logs.String())
+		}
+		if logs := srv.logs.String(); !strings.Contains(logs, `"msg":"stopped"`) || strings.Contains(logs, "without a clean shutdown") {
+			t.Fatalf("%v and %v at once: no clean stop:\n%s", pair[0], pair[1], logs)
+		}
 	}
 }
