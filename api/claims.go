@@ -1,14 +1,17 @@
 package api
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/metanode/metanode/store"
@@ -130,7 +133,7 @@ func bodyError(err error) error {
 	if errors.As(err, &tooBig) {
 		return err
 	}
-	return badRequest("malformed JSON body: %v", err)
+	return badRequest("%s", describeJSON(err, "body"))
 }
 
 func tooManyClaims(n int) *Error {
@@ -170,9 +173,26 @@ func parallel(n int, fn func(i int)) {
 func decodeClaim(raw json.RawMessage) decodedClaim {
 	var j store.ClaimJSON
 	if err := json.Unmarshal(raw, &j); err != nil {
-		return decodedClaim{err: fmt.Errorf("%w: %v", store.ErrMalformed, err)}
+		return decodedClaim{err: fmt.Errorf("%w: %s", store.ErrMalformed, describeJSON(err, "claim"))}
+	}
+	if err := checkTS(j.TS); err != nil {
+		return decodedClaim{err: err}
 	}
 	return claimFromJSON(&j)
+}
+
+// checkTS says so when ts is an integer too large for a timestamp (the
+// store's message would call it not a non-negative integer); other wrong
+// shapes are the store's to describe.
+func checkTS(raw json.RawMessage) error {
+	ts := bytes.TrimSpace(raw)
+	if len(ts) == 0 || bytes.ContainsFunc(ts, func(r rune) bool { return r < '0' || r > '9' }) {
+		return nil
+	}
+	if _, err := strconv.ParseUint(string(ts), 10, 64); err != nil {
+		return fmt.Errorf("%w: ts %s is out of range (0 to %d milliseconds)", store.ErrMalformed, ts, uint64(math.MaxUint64))
+	}
+	return nil
 }
 
 // claimFromJSON converts the JSON form; the id is known even when only
@@ -286,19 +306,27 @@ func (s *Server) handleMerge(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req MergeRequest
+	// As POST /api/claims: the claims array is required ({} is a mistake,
+	// not an empty merge).
+	var req struct {
+		Claims *[]json.RawMessage `json:"claims"`
+		As     string             `json:"as"`
+	}
 	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
-	if len(req.Claims) > MaxClaims {
-		return tooManyClaims(len(req.Claims))
+	if req.Claims == nil {
+		return badRequest(`body must be {"claims":[…]}`)
+	}
+	if len(*req.Claims) > MaxClaims {
+		return tooManyClaims(len(*req.Claims))
 	}
 	as, err := asParam(req.As)
 	if err != nil {
 		return err
 	}
 	out := MergeResponse{Rejected: []MergeRejection{}}
-	decoded := decodeClaims(req.Claims)
+	decoded := decodeClaims(*req.Claims)
 	claims := make([]store.Claim, 0, len(decoded))
 	index := make([]int, 0, len(decoded)) // position in claims → position in the request
 	for i, d := range decoded {

@@ -91,7 +91,7 @@ func decodeJSON(body []byte, v any) error {
 		return badRequest("body must be a JSON object")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return badRequest("malformed JSON body: %v", err)
+		return badRequest("%s", describeJSON(err, "body"))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 )
@@ -40,7 +41,8 @@ func (s *Server) handleKVPut(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("key is required")
 	}
 	var v string
-	if len(b.Value) == 0 || json.Unmarshal(b.Value, &v) != nil {
+	// null would decode as "" and store it: refused like a missing value.
+	if len(b.Value) == 0 || bytes.Equal(b.Value, []byte("null")) || json.Unmarshal(b.Value, &v) != nil {
 		return badRequest("value must be a string")
 	}
 	if err := s.cfg.Store.KVPut(r.Context(), b.Key, v); err != nil {

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -363,8 +364,11 @@ func intParam(v string, def int, name string) (int, error) {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
+	if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v, "-") {
+		return 0, badRequest("%s %s is out of range (at most %d)", name, v, math.MaxInt)
+	}
 	if err != nil || n < 0 {
-		return 0, badRequest("%s must be a non-negative integer", name)
+		return 0, badRequest("%s must be a non-negative integer, not %q", name, v)
 	}
 	return n, nil
 }
