@@ -665,7 +665,7 @@ func TestContainer_Dockerfile(t *testing.T) {
 	}
 
 	srv := startProc(t, argv, env, as, root) // docker's default WORKDIR is /
-	healthy := false
+	healthy, answer := false, ""
 	for i := 0; i < 240 && !healthy; i++ { // at most ~60 s
 		select {
 		case err := <-srv.done:
@@ -677,13 +677,20 @@ func TestContainer_Dockerfile(t *testing.T) {
 		if code == exitUsage {
 			t.Fatalf("HEALTHCHECK %q: a usage error: %s", health, out)
 		}
-		healthy = code == 0 && strings.Contains(out, `"ok"`)
+		healthy, answer = code == 0 && strings.Contains(out, `"ok"`), out
 		if !healthy {
 			time.Sleep(250 * time.Millisecond)
 		}
 	}
 	if !healthy {
 		t.Fatal("HEALTHCHECK never succeeded")
+	}
+	var h api.Health
+	if err := json.Unmarshal([]byte(answer), &h); err != nil {
+		t.Fatalf("HEALTHCHECK printed %q: %v", answer, err)
+	}
+	if cfg.Files != "" && h.Checks["watcher"] != "ok" { // the files volume is watched
+		t.Errorf("files %s: the watcher is %q, want ok", cfg.Files, h.Checks["watcher"])
 	}
 	if !strings.Contains(srv.logs.String(), "api="+apiURL) {
 		t.Errorf("the node does not report its API at %s", apiURL)
