@@ -68,6 +68,14 @@ func (s *Server) routes() {
 
 	// Everything else gets the envelope rather than net/http's text.
 	s.handle("/", s.handleUnmatched)
+	s.unclean = s.wrap(s.metrics.forRoute("/"), handleUncleanPath)
+}
+
+// handleUncleanPath answers a path with an empty, "." or ".." segment:
+// no route has one and no key can (claims.md), so it names nothing.
+func handleUncleanPath(w http.ResponseWriter, r *http.Request) error {
+	return errorf(http.StatusNotFound, "no route for %s %s: the path has an empty, \".\" or \"..\" segment (the clean form is %s)",
+		r.Method, r.URL.Path, cleanPath(r.URL.Path))
 }
 
 func handleGone(w http.ResponseWriter, r *http.Request) error {

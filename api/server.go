@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +58,7 @@ type Server struct {
 	metrics *metrics
 	gather  prometheus.Gatherer
 	initErr error
+	unclean http.Handler // a path the mux would redirect (see ServeHTTP)
 
 	mu       sync.Mutex
 	handlers sync.WaitGroup // requests in a handler: Close waits for them
@@ -237,7 +240,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	p := r.URL.Path
+	if len(p) > 1 && p[len(p)-1] == '/' {
+		// A trailing slash is a common artefact of building URLs: serve
+		// the route without it, on every route alike.
+		r = r.Clone(r.Context())
+		r.URL.Path = p[:len(p)-1]
+		r.URL.RawPath = strings.TrimSuffix(r.URL.RawPath, "/")
+		p = r.URL.Path
+	}
+	if p != "" && cleanPath(p) != p {
+		// The mux would answer 307 to the cleaned path with an HTML body;
+		// a redirect could also read another key than the one asked
+		// (cast//0 → cast/0). Answer in the envelope instead.
+		s.unclean.ServeHTTP(w, r)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// cleanPath is the form net/http's mux redirects to: rooted, with no
+// empty, "." or ".." segment.
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	return path.Clean(p)
 }
 
 // CORS as upstream (plus Last-Event-ID, so a browser can resume a stream).
