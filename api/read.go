@@ -123,7 +123,8 @@ func (s *Server) handleMeta(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var rec store.Record
-	remote := truthy(q.Get("remote"))
+	// A rid is minted locally and never leaves the node: no peer can know one.
+	remote := truthy(q.Get("remote")) && !store.IsRID(cid)
 	if remote {
 		rec, err = s.cfg.Node.RemoteRecord(r.Context(), cid, as)
 	} else {

@@ -125,6 +125,13 @@ func TestMeta_ByRID(t *testing.T) {
 		}
 	}
 	e.get("/api/meta/7ZZZZZZZZZZZZZZZZZZZZZZZZZ").wantError(t, 404, "unknown_cid")
+	// A rid is local: ?remote=1 never asks the swarm for one.
+	e.get("/api/meta/7ZZZZZZZZZZZZZZZZZZZZZZZZZ?remote=1").wantError(t, 404, "unknown_cid")
+	var m api.MetaResponse
+	e.get("/api/meta/"+e.rid+"?remote=1").decode(t, &m)
+	if m.RID != e.rid || e.node.remotes != 0 {
+		t.Errorf("remote by rid: %+v, %d RemoteRecord calls", m, e.node.remotes)
+	}
 }
 
 // ?uid= on the claims routes is checked like ?as=: a uid that cannot exist
