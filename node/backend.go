@@ -258,7 +258,7 @@ func (n *Node) vouchesFor(ctx context.Context, uid string) (bool, error) {
 }
 
 // Health reports each part's state; the node is degraded when its store
-// cannot answer.
+// cannot answer, or when its swarm cannot share at all (swarmCheck).
 func (n *Node) Health(ctx context.Context) api.Health {
 	h := api.Health{Status: "ok", Checks: map[string]string{}}
 	if _, err := n.store.Stats(ctx); err != nil {
@@ -273,13 +273,33 @@ func (n *Node) Health(ctx context.Context) api.Health {
 	default:
 		h.Checks["sync-set"] = "loading"
 	}
-	if errs := n.swarm.Status().Errors; len(errs) > 0 {
-		h.Checks["swarm"] = errs[len(errs)-1]
-	} else {
-		h.Checks["swarm"] = "ok"
+	check, degraded := swarmCheck(n.swarm.Status(), len(n.cfg.Bootstrap))
+	h.Checks["swarm"] = check
+	if degraded {
+		h.Status = "degraded"
 	}
 	h.Checks["watcher"] = n.watcherHealth()
 	return h
+}
+
+// swarmCheck is the swarm's health line. The swarm cannot share at all,
+// and the node is degraded, when it has bootstrap peers to join through,
+// is connected to no peer, and has reported a problem (Status.Errors).
+// That list never holds a mere unreachable dial: only a handshake that
+// failed three times over a working TCP connection (swarm key mismatch,
+// swarm.ErrCannotNegotiate) or a peer blocked for invalid claims, and a
+// connected peer clears the state. So a bootstrap peer that is down, or a
+// lone home without bootstrap peers, stays ok; one failed dial never
+// flips it.
+func swarmCheck(st swarm.Status, bootstrap int) (check string, degraded bool) {
+	if len(st.Errors) == 0 {
+		return "ok", false
+	}
+	latest := st.Errors[len(st.Errors)-1]
+	if bootstrap > 0 && st.Peers == 0 {
+		return fmt.Sprintf("cannot share: connected to no peer (%d bootstrap peers configured); latest problem: %s", bootstrap, latest), true
+	}
+	return latest, false
 }
 
 func nonNil[T any](s []T) []T {
