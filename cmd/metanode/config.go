@@ -165,6 +165,7 @@ type configLayers struct {
 type loadOptions struct {
 	getenv     func(string) string
 	configPath string              // --config
+	fileBytes  []byte              // when set, the config file's content (not read from configPath)
 	flags      map[string][]string // flag name -> values, in command-line order
 }
 
@@ -192,7 +193,10 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 		}
 		path = filepath.Join(expandHome(data, opt.getenv), node.ConfigFile)
 	}
-	b, err := os.ReadFile(path)
+	b, err := opt.fileBytes, error(nil)
+	if b == nil {
+		b, err = os.ReadFile(path)
+	}
 	switch {
 	case err == nil:
 		if err := decodeYAML(&c, b, path, opt.getenv, layers.set); err != nil {

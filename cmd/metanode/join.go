@@ -64,12 +64,14 @@ like a password.`)
 func (c *cli) join(ctx context.Context, args []string) error {
 	fl := c.flagSet("join", "join CODE [serve flags]",
 		`Pairs this home with the home that made CODE ('metanode invite'), then keeps
-serving like 'metanode serve'. It writes the inviter's swarm name, swarm key
-and addresses into this node's config (<data>/metanode.yml, or --config), so
-later starts need only 'metanode serve'; it trusts the inviter's node uid and
-presents the code, and the inviter trusts this node's uid. Progress goes to
-stderr (connecting, syncing n of m claims). Stop a node already running on
-the same data directory first.`)
+serving like 'metanode serve'. It starts this node with the inviter's swarm
+name, swarm key and addresses, trusts the inviter's node uid and presents the
+code; the inviter then trusts this node's uid. Only once the inviter accepted
+does it write those settings into this node's config (<data>/metanode.yml, or
+--config) and the swarm key into <data>/swarm.key, so later starts need only
+'metanode serve'; a refused or unreachable pairing leaves both files as they
+were. Progress goes to stderr (connecting, syncing n of m claims); stdout
+stays empty. Stop a node already running on the same data directory first.`)
 	vals, configPath := configFlags(fl)
 	pos, err := c.parse(fl, args)
 	if err != nil {
@@ -78,6 +80,7 @@ the same data directory first.`)
 	if len(pos) != 1 {
 		return usagef("join", "want exactly one pairing code (from 'metanode invite' on the other home)")
 	}
+	// Everything the code carries is checked before anything is written.
 	inv, err := node.ParseInvite(pos[0])
 	if err != nil {
 		return usagef("join", "%v", err)
@@ -85,40 +88,72 @@ the same data directory first.`)
 	if !validSwarmName(inv.Swarm) {
 		return usagef("join", "the code names swarm %q, which is not a valid swarm name", inv.Swarm)
 	}
+	if msg := checkPeerAddrs(append(slices.Clone(inv.Addrs), inv.Bootstrap...)); msg != "" {
+		return usagef("join", "the code's addresses: %s", msg)
+	}
+	if inv.SwarmKey != "" {
+		if err := node.CheckSwarmKey(inv.SwarmKey); err != nil {
+			return usagef("join", "the code's %v", err)
+		}
+	}
 	cfg, layers, err := c.loadConfig(vals, *configPath)
 	if err != nil {
-		return err
-	}
-	if err := node.EnsureDataDir(cfg.Data); err != nil {
 		return err
 	}
 	confPath := layers.file
 	if confPath == "" {
 		confPath = filepath.Join(cfg.Data, node.ConfigFile)
 	}
-	keyPath := ""
+	keyPath, keyNew := "", false
 	if inv.SwarmKey != "" {
-		if keyPath, err = writeSwarmKey(cfg.Data, inv.SwarmKey); err != nil {
+		if keyPath, keyNew, err = checkSwarmKeyFile(cfg.Data, inv.SwarmKey); err != nil {
 			return err
 		}
 	}
-	if err := writeJoinConfig(confPath, inv, keyPath); err != nil {
+	conf, err := joinConfig(confPath, inv, keyPath)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stderr, "joining: swarm %q written to %s\n", inv.Swarm, confPath)
-	// Read the config again: the file now names the swarm; flags still win.
-	if cfg, layers, err = LoadConfig(loadOptions{getenv: c.getenv, configPath: confPath, flags: vals}); err != nil {
+	// The node runs on the config as it will be written (flags still win);
+	// the files change only once the inviter accepted.
+	if cfg, layers, err = LoadConfig(loadOptions{getenv: c.getenv, configPath: confPath, fileBytes: conf, flags: vals}); err != nil {
 		return err
+	}
+	if keyNew && cfg.SwarmKey == keyPath {
+		// The node reads the key at start, before pairing: give it a
+		// private copy until the key may be written where it belongs.
+		tmp, err := os.MkdirTemp("", "metanode-join-")
+		if err != nil {
+			return fmt.Errorf("swarm key: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		cfg.SwarmKey = filepath.Join(tmp, node.SwarmKeyFile)
+		if err := os.WriteFile(cfg.SwarmKey, []byte(inv.SwarmKey), 0o600); err != nil {
+			return fmt.Errorf("swarm key: %w", err)
+		}
+	}
+	commit := func() error {
+		if keyNew {
+			if err := writeSwarmKey(keyPath, inv.SwarmKey); err != nil {
+				return err
+			}
+		}
+		if err := writeFileAtomic(confPath, conf); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stderr, "joining: swarm %q written to %s\n", inv.Swarm, confPath)
+		return nil
 	}
 	return c.runNode(ctx, cfg, layers, func(ctx context.Context, n *node.Node, _ *slog.Logger) error {
-		return c.pairAndSync(ctx, n, inv)
+		return c.pairAndSync(ctx, n, inv, commit)
 	})
 }
 
 // pairAndSync presents the invite (retrying while the inviter is out of
-// reach) and reports sync progress until this node holds as many claims as
-// the inviter shared or progress stops.
-func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite) error {
+// reach), calls commit once the inviter accepted, and reports sync progress
+// until this node holds as many claims as the inviter shared or progress
+// stops.
+func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, commit func() error) error {
 	fmt.Fprintf(c.stderr, "joining: connecting to %s (%d addresses)…\n", inv.UID, len(inv.Addrs))
 	var total int64
 	var err error
@@ -134,13 +169,18 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite) er
 	}
 	switch {
 	case ctx.Err() != nil:
+		fmt.Fprintln(c.stderr, "joining: interrupted before pairing; the config is unchanged")
 		return nil // interrupted: shut down quietly
 	case errors.Is(err, node.ErrPairRefused):
-		return fmt.Errorf("%w; ask the other home for a new code", err)
+		// The inviter's answer says what to do (a new code).
+		return fmt.Errorf("%w; the config is unchanged", err)
 	case err != nil:
-		return fmt.Errorf("cannot reach the inviter: %w; check that its node runs and that one of its addresses is reachable from here", err)
+		return fmt.Errorf("inviter out of reach: %w; check that its node runs and that one of its addresses is reachable from here; the config is unchanged", err)
 	}
 	fmt.Fprintf(c.stderr, "joining: paired with %s; it shares %d claims\n", inv.UID, total)
+	if err := commit(); err != nil {
+		return fmt.Errorf("paired with %s, but %w: add its swarm and addresses to the config by hand, or join again with a new code", inv.UID, err)
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	last, lastChange := -1, time.Now()
@@ -166,49 +206,71 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite) er
 	}
 }
 
-// writeSwarmKey stores a private swarm's key as <data>/swarm.key (0600). A
-// different key already there is an error: joining would leave the old swarm.
-func writeSwarmKey(data, key string) (string, error) {
-	if err := node.CheckSwarmKey(key); err != nil {
-		return "", fmt.Errorf("the code's %w", err)
-	}
-	path := filepath.Join(data, node.SwarmKeyFile)
+// checkSwarmKeyFile says where a private swarm's key goes (<data>/swarm.key)
+// and whether it must be written. A different key already there is an
+// error: joining would leave the old swarm.
+func checkSwarmKeyFile(data, key string) (path string, isNew bool, err error) {
+	path = filepath.Join(data, node.SwarmKeyFile)
 	old, err := os.ReadFile(path)
 	switch {
 	case err == nil && bytes.Equal(bytes.TrimSpace(old), bytes.TrimSpace([]byte(key))):
-		return path, nil
+		return path, false, nil
 	case err == nil:
-		return "", fmt.Errorf("%s holds another swarm's key: move it away to join this swarm", path)
-	case !errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("swarm key: %w", err)
+		return "", false, fmt.Errorf("%s holds another swarm's key: move it away to join this swarm", path)
+	case errors.Is(err, fs.ErrNotExist):
+		return path, true, nil
 	}
-	if err := os.WriteFile(path, []byte(key), 0o600); err != nil {
-		return "", fmt.Errorf("swarm key: %w", err)
-	}
-	return path, nil
+	return "", false, fmt.Errorf("swarm key: %w", err)
 }
 
-// writeJoinConfig sets swarm, swarm-key and bootstrap (adding the inviter's
-// addresses to any already there) in the YAML config at path, creating it
-// from the commented defaults when missing. A file without those keys gets
-// them appended, so its comments stay as they are.
+// writeSwarmKey writes a private swarm's key (0600) at path, which must not
+// exist yet.
+func writeSwarmKey(path, key string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("swarm key: %w", err)
+	}
+	_, werr := f.WriteString(key)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		os.Remove(path)
+		return fmt.Errorf("swarm key: %w", werr)
+	}
+	return nil
+}
+
+// writeJoinConfig writes joinConfig's result to path.
 func writeJoinConfig(path string, inv node.Invite, keyPath string) error {
+	b, err := joinConfig(path, inv, keyPath)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b)
+}
+
+// joinConfig is the YAML config at path with swarm, swarm-key and bootstrap
+// set (the inviter's addresses added to any already there); the commented
+// defaults when path does not exist. A file without those keys gets them
+// appended, so its comments stay as they are.
+func joinConfig(path string, inv node.Invite, keyPath string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		b = []byte(defaultYAML)
 	case err != nil:
-		return fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
+		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	var m *yaml.Node
 	if len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode {
 		m = doc.Content[0]
 	} else if len(doc.Content) == 1 && doc.Content[0].Tag != "!!null" {
-		return fmt.Errorf("config %s: want a mapping of settings", path)
+		return nil, fmt.Errorf("config %s: want a mapping of settings", path)
 	}
 	boot := slices.Clone(inv.Addrs)
 	for _, a := range inv.Bootstrap {
@@ -230,7 +292,7 @@ func writeJoinConfig(path string, inv node.Invite, keyPath string) error {
 				add.Write(out)
 			}
 		}
-		return writeFileAtomic(path, append(bytes.TrimRight(b, "\n"), append([]byte("\n"), add.Bytes()...)...))
+		return append(bytes.TrimRight(b, "\n"), append([]byte("\n"), add.Bytes()...)...), nil
 	}
 	// The file's bootstrap peers are kept (and the code's added) unless the
 	// node moves into or out of a private swarm: a private swarm's peers
@@ -266,7 +328,7 @@ func writeJoinConfig(path string, inv node.Invite, keyPath string) error {
 		}
 		var val yaml.Node
 		if err := val.Encode(v); err != nil {
-			return fmt.Errorf("config: %w", err)
+			return nil, fmt.Errorf("config: %w", err)
 		}
 		if old := mapValue(m, k); old != nil {
 			*old = val
@@ -276,9 +338,9 @@ func writeJoinConfig(path string, inv node.Invite, keyPath string) error {
 	}
 	out, err := yaml.Marshal(&doc)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	return writeFileAtomic(path, out)
+	return out, nil
 }
 
 // deleteKey removes key and its value from the mapping m.

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,21 +107,30 @@ func TestWriteJoinConfig(t *testing.T) {
 	})
 }
 
-func TestWriteSwarmKey(t *testing.T) {
+func TestSwarmKeyFile(t *testing.T) {
 	dir := t.TempDir()
 	key := "/key/swarm/psk/1.0.0/\n/base16/\n" + strings.Repeat("ab", 32) + "\n"
-	path, err := writeSwarmKey(dir, key)
-	if err != nil || path != filepath.Join(dir, node.SwarmKeyFile) {
-		t.Fatalf("%q %v", path, err)
+	path, isNew, err := checkSwarmKeyFile(dir, key)
+	if err != nil || !isNew || path != filepath.Join(dir, node.SwarmKeyFile) {
+		t.Fatalf("%q %v %v", path, isNew, err)
 	}
-	if _, err := writeSwarmKey(dir, key); err != nil {
-		t.Fatalf("same key again: %v", err)
+	if _, err := os.Stat(path); err == nil {
+		t.Fatal("the check wrote the key")
 	}
-	if _, err := writeSwarmKey(dir, strings.Replace(key, "ab", "cd", 1)); err == nil {
-		t.Fatal("another swarm's key overwrote the old one")
+	if err := writeSwarmKey(path, key); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := writeSwarmKey(t.TempDir(), "not a key"); err == nil {
-		t.Fatal("garbage key accepted")
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+	if _, isNew, err := checkSwarmKeyFile(dir, key); err != nil || isNew {
+		t.Fatalf("same key again: new %v, %v", isNew, err)
+	}
+	if _, _, err := checkSwarmKeyFile(dir, strings.Replace(key, "ab", "cd", 1)); err == nil {
+		t.Fatal("another swarm's key would replace the old one")
+	}
+	if err := writeSwarmKey(path, key); err == nil {
+		t.Fatal("writeSwarmKey overwrote a key")
 	}
 }
 
@@ -149,14 +161,56 @@ func TestRun_JoinPrivateSwarm(t *testing.T) {
 		t.Fatalf("invite %+v: %v", inv, err)
 	}
 
+	env := map[string]string{"HOME": dir}
+	joinArgs := func(data string) []string {
+		return []string{"join", inv.Code, "--data", data, "--http", "127.0.0.1:0",
+			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"}
+	}
+	// unchanged checks that a failed join left data's config as it was
+	// and wrote no swarm key.
+	unchanged := func(t *testing.T, data string, conf []byte) {
+		t.Helper()
+		got, err := os.ReadFile(filepath.Join(data, node.ConfigFile))
+		if conf == nil && !errors.Is(err, fs.ErrNotExist) || conf != nil && string(got) != string(conf) {
+			t.Errorf("a failed join changed %s: %q (%v), was %q", node.ConfigFile, got, err, conf)
+		}
+		if _, err := os.Stat(filepath.Join(data, node.SwarmKeyFile)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("a failed join wrote %s (%v)", node.SwarmKeyFile, err)
+		}
+	}
+
+	// A data directory in use: refused before anything is written.
+	busy := filepath.Join(dir, "busy")
+	conf := []byte("# mine\nhttp: 127.0.0.1:9100\n")
+	if err := os.MkdirAll(busy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(busy, node.ConfigFile), conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(busy, node.LockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, env, nil, joinArgs(busy)...)
+	r.want(t, 1, "join into a data directory in use")
+	if !strings.Contains(r.stderr, "stop that node first") || r.stdout != "" {
+		t.Errorf("join into a busy data directory: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	unchanged(t, busy, conf)
+
 	b := filepath.Join(dir, "b")
 	stderr := &lockedBuffer{}
-	c := &cli{stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr, getenv: envMap(map[string]string{"HOME": dir})}
+	stdout := &lockedBuffer{}
+	c := &cli{stdin: strings.NewReader(""), stdout: stdout, stderr: stderr, getenv: envMap(env)}
 	joinCtx, stop := context.WithCancel(ctx)
 	done := make(chan int, 1)
 	go func() {
-		done <- c.run(joinCtx, []string{"join", inv.Code, "--data", b, "--http", "127.0.0.1:0",
-			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"})
+		done <- c.run(joinCtx, joinArgs(b))
 	}()
 	deadline := time.Now().Add(time.Minute)
 	for !strings.Contains(stderr.String(), "joining: done") {
@@ -176,6 +230,9 @@ func TestRun_JoinPrivateSwarm(t *testing.T) {
 		t.Fatalf("join exit %d after its context ended:\n%s", code, stderr.String())
 	}
 
+	if stdout.String() != "" {
+		t.Errorf("join wrote to stdout: %q", stdout.String())
+	}
 	if got, err := os.ReadFile(filepath.Join(b, node.SwarmKeyFile)); err != nil || string(got) != key {
 		t.Fatalf("swarm key in the joiner's data dir: %q, %v", got, err)
 	}
@@ -190,4 +247,14 @@ func TestRun_JoinPrivateSwarm(t *testing.T) {
 	if !inviter.Store().Trusted(joiner.UID()) {
 		t.Fatal("the inviter does not trust the joiner's node uid")
 	}
+
+	// The code is used: a third home is refused, and neither its config
+	// nor a swarm key is written (the next serve would join that swarm).
+	third := filepath.Join(dir, "c")
+	r = runCLI(t, env, nil, joinArgs(third)...)
+	r.want(t, 1, "join with a used code")
+	if !strings.Contains(r.stderr, "pairing refused") || strings.Count(r.stderr, "new code") != 1 || r.stdout != "" {
+		t.Errorf("join with a used code: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	unchanged(t, third, nil)
 }
