@@ -618,6 +618,11 @@ func TestContainer_Dockerfile(t *testing.T) {
 	if data := strings.TrimPrefix(cfg.Data, root); !slices.ContainsFunc(im.volumes, func(v string) bool { return data == v || strings.HasPrefix(data, v+"/") }) {
 		t.Errorf("the data directory %s is not a VOLUME (%v): keys and databases would die with the container", cfg.Data, im.volumes)
 	}
+	for _, v := range im.volumes { // each volume is the data or the files root: a volume nobody reads is a wrong variable
+		if p := filepath.Join(root, v); p != cfg.Data && p != cfg.Files {
+			t.Errorf("VOLUME %s is neither the data directory (%s) nor the files root (%q)", v, cfg.Data, cfg.Files)
+		}
+	}
 
 	// The health check must reach the API: its URL's port is the API's,
 	// on loopback inside the container.
