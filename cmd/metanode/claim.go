@@ -22,7 +22,7 @@ type claimFlags struct {
 	signer, cid, key string
 	value, cipherB64 *string // nil when not given ("" is a valid value)
 	retract          bool
-	ts               uint64
+	ts               *uint64 // nil when not given: now (0 is a valid timestamp)
 }
 
 func addClaimFlags(fl *flag.FlagSet) *claimFlags {
@@ -33,12 +33,12 @@ func addClaimFlags(fl *flag.FlagSet) *claimFlags {
 	fl.Func("value", "text value", func(s string) error { cf.value = &s; return nil })
 	fl.BoolVar(&cf.retract, "retract", false, "a retraction (withdraw this signer's value)")
 	fl.Func("cipher-b64", "ciphertext value, standard base64", func(s string) error { cf.cipherB64 = &s; return nil })
-	fl.Func("ts", "timestamp in milliseconds (default now)", func(s string) error {
+	fl.Func("ts", "timestamp in milliseconds since 1970, signed as given, 0 included (default now)", func(s string) error {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return errors.New("want milliseconds since 1970 as a non-negative integer")
 		}
-		cf.ts = v
+		cf.ts = &v
 		return nil
 	})
 	return cf
@@ -46,7 +46,7 @@ func addClaimFlags(fl *flag.FlagSet) *claimFlags {
 
 // given reports whether any claim flag was set.
 func (cf *claimFlags) given() bool {
-	return cf.signer != "" || cf.cid != "" || cf.key != "" || cf.value != nil || cf.retract || cf.cipherB64 != nil || cf.ts != 0
+	return cf.signer != "" || cf.cid != "" || cf.key != "" || cf.value != nil || cf.retract || cf.cipherB64 != nil || cf.ts != nil
 }
 
 // sign builds, signs and checks the claim the flags describe.
@@ -76,9 +76,9 @@ func (cf *claimFlags) sign(cmd string) (store.Claim, error) {
 		// keygen refuses to overwrite a file: point at the right file instead.
 		return store.Claim{}, fmt.Errorf("--signer: %w; give the key file 'metanode keygen --out FILE' wrote", err)
 	}
-	ts := cf.ts
-	if ts == 0 {
-		ts = uint64(time.Now().UnixMilli())
+	ts := uint64(time.Now().UnixMilli())
+	if cf.ts != nil {
+		ts = *cf.ts
 	}
 	var c store.Claim
 	switch {

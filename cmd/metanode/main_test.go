@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -267,6 +269,7 @@ func TestRun_KeygenAndClaimSign(t *testing.T) {
 		kind store.Kind
 	}{
 		{[]string{"--value", "Heat", "--ts", "1700000000000"}, store.KindText},
+		{[]string{"--value", "Heat", "--ts", "0"}, store.KindText}, // signed as given, not now
 		{[]string{"--value", ""}, store.KindText},
 		{[]string{"--retract"}, store.KindRetraction},
 		{[]string{"--cipher-b64", "AAEC"}, store.KindCipher},
@@ -280,6 +283,9 @@ func TestRun_KeygenAndClaimSign(t *testing.T) {
 		}
 		if err := c.Verify(); err != nil || c.UID != uid || c.Kind != tc.kind || c.CID != cid {
 			t.Fatalf("claim %+v: verify %v", c, err)
+		}
+		if i := slices.Index(tc.args, "--ts"); i >= 0 && strconv.FormatUint(c.TS, 10) != tc.args[i+1] {
+			t.Fatalf("claim sign %v: ts %d", tc.args, c.TS)
 		}
 	}
 	for _, bad := range [][]string{
