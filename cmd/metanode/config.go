@@ -137,8 +137,12 @@ func settingNamed(name string) *setting {
 type ConfigError struct {
 	Field  string // YAML key / flag name
 	Value  string
-	Source string // "config file X line N", "environment VAR", "flag --x", or "" (combined)
+	Source string // "config file X line N", "environment VAR", "flag --x", or "" (the default)
 	Err    error
+	// ByFlag: the value came from the command line, so the error is a
+	// usage error (exit 2); from the file or the environment it is one of
+	// the setup (exit 1).
+	ByFlag bool
 }
 
 func (e *ConfigError) Error() string {
@@ -158,7 +162,8 @@ var ErrUnknownKey = errors.New("unknown key")
 // profile fills only what nobody chose.
 type configLayers struct {
 	set  map[string]bool
-	file string // the config file read, if any
+	src  map[string]string // where each set value came from, as ConfigError.Source
+	file string            // the config file read, if any
 }
 
 // loadOptions are the inputs of LoadConfig besides the flags.
@@ -175,7 +180,7 @@ type loadOptions struct {
 // and the result is validated.
 func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 	c := DefaultConfig()
-	layers := configLayers{set: make(map[string]bool)}
+	layers := configLayers{set: make(map[string]bool), src: make(map[string]string)}
 	c.Data = defaultDataDir(opt.getenv)
 
 	path, required := opt.configPath, true
@@ -199,7 +204,7 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 	}
 	switch {
 	case err == nil:
-		if err := decodeYAML(&c, b, path, opt.getenv, layers.set); err != nil {
+		if err := decodeYAML(&c, b, path, opt.getenv, layers); err != nil {
 			return c, layers, err
 		}
 		layers.file = path
@@ -229,26 +234,40 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 				return c, layers, err
 			}
 			layers.set[s.name] = true
+			layers.src[s.name] = "environment " + name
 		}
 	}
 	for _, s := range settings {
 		if v, ok := opt.flags[s.name]; ok {
 			if err := s.parse(&c, v, "flag --"+s.name); err != nil {
+				var ce *ConfigError
+				if errors.As(err, &ce) {
+					ce.ByFlag = true
+				}
 				return c, layers, err
 			}
 			layers.set[s.name] = true
+			layers.src[s.name] = "flag --" + s.name
 		}
 	}
 	c.expandPaths(opt.getenv)
-	if err := c.applyProfile(layers.set); err != nil {
-		return c, layers, err
+	err = c.applyProfile(layers.set)
+	if err == nil {
+		err = c.Validate()
 	}
-	return c, layers, c.Validate()
+	// Say where the offending value came from: the line of the file, or
+	// the variable (FILES_PATH left over from another container, …).
+	var ce *ConfigError
+	if errors.As(err, &ce) && ce.Source == "" {
+		ce.Source = layers.src[ce.Field]
+		_, ce.ByFlag = opt.flags[ce.Field]
+	}
+	return c, layers, err
 }
 
 // decodeYAML applies a YAML document onto c, key by key, so an error names
 // the key and its line. ${VAR} references are expanded first.
-func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, set map[string]bool) error {
+func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, layers configLayers) error {
 	b = []byte(os.Expand(string(b), getenv))
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
@@ -273,16 +292,17 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, se
 		src := fmt.Sprintf("config file %s line %d", path, k.Line)
 		s := settingNamed(k.Value)
 		if s == nil {
-			return &ConfigError{Field: k.Value, Value: v.Value, Source: src,
+			return &ConfigError{Field: k.Value, Value: nodeString(v), Source: src,
 				Err: fmt.Errorf("%w; known keys: %s", ErrUnknownKey, strings.Join(settingNames(), ", "))}
 		}
-		if set[s.name] {
-			return &ConfigError{Field: k.Value, Value: v.Value, Source: src, Err: errors.New("set twice")}
+		if layers.set[s.name] {
+			return &ConfigError{Field: k.Value, Value: nodeString(v), Source: src, Err: errors.New("set twice")}
 		}
 		if err := v.Decode(s.field(c)); err != nil {
-			return &ConfigError{Field: k.Value, Value: v.Value, Source: src, Err: fmt.Errorf("want %s", kindOf(s.field(c)))}
+			return &ConfigError{Field: k.Value, Value: nodeString(v), Source: src, Err: fmt.Errorf("want %s", kindOf(s.field(c)))}
 		}
-		set[s.name] = true
+		layers.set[s.name] = true
+		layers.src[s.name] = src
 	}
 	// The key-by-key walk above is the strict check; decoding the whole
 	// document with KnownFields guards against a key the table forgot.
@@ -293,6 +313,21 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, se
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
 	return nil
+}
+
+// nodeString is a YAML value as written, on one line: a list or a mapping
+// in flow style, so a message shows [1, 2] rather than "".
+func nodeString(v *yaml.Node) string {
+	if v.Kind == yaml.ScalarNode {
+		return v.Value
+	}
+	cp := *v
+	cp.Style = yaml.FlowStyle
+	b, err := yaml.Marshal(&cp)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func settingNames() []string {
@@ -359,7 +394,7 @@ func (c *Config) applyProfile(set map[string]bool) error {
 		c.Trust = "open"
 	}
 	if c.Files != "" {
-		return &ConfigError{Field: "files", Value: c.Files, Err: errors.New("a bootstrap node runs no file watcher: unset files or use profile home")}
+		return &ConfigError{Field: "files", Value: c.Files, Err: errors.New("a bootstrap node runs no file watcher: unset it or use profile home")}
 	}
 	if c.Replicate != "all" {
 		return &ConfigError{Field: "replicate", Value: c.Replicate, Err: errors.New("a bootstrap node keeps every claim: use replicate all or profile home")}

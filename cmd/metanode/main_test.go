@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -136,6 +137,51 @@ func TestRun_ConfigErrorNotFromFlags(t *testing.T) {
 		r.want(t, 1, tc.args...)
 		if !strings.Contains(r.stderr, "config ") || r.stdout != "" {
 			t.Errorf("%v: stdout %q stderr %q", tc.args, r.stdout, r.stderr)
+		}
+	}
+}
+
+// TestRun_ConfigFileErrors: a bad config file is an error of the setup (exit
+// 1) naming the file and line, even when a flag sets the same key; a
+// conflict names the variable that set the value (FILES_PATH is a common
+// leftover of upstream containers).
+func TestRun_ConfigFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	flags := []string{"--data", filepath.Join(dir, "d"), "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"}
+	for i, tc := range []struct{ file, want string }{
+		{"http: [1,2]\n", `config http = "[1, 2]" (config file %s line 1): want a string`},
+		{"listen: /ip4/127.0.0.1/tcp/1\n", "(config file %s line 1): want a list of strings"},
+		{"swarm: [a]\n", "(config file %s line 1): want a string"},
+		{"max-conns: \"64\"\n", "(config file %s line 1): want an integer"},
+		{"# c\nbogus: 1\n", "(config file %s line 2): unknown key"},
+		{"# c\n\ntrust: bogus\n", `config trust = "bogus" (config file %s line 3): must be one of open, list`},
+	} {
+		conf := filepath.Join(dir, fmt.Sprintf("c%d.yml", i))
+		if err := os.WriteFile(conf, []byte(tc.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := append([]string{"serve", "--config", conf}, flags...)
+		r := runCLI(t, map[string]string{"HOME": dir}, nil, args...)
+		r.want(t, 1, "serve with config", tc.file)
+		if want := fmt.Sprintf(tc.want, conf); !strings.Contains(r.stderr, want) || r.stdout != "" {
+			t.Errorf("config %q: stderr %q, want %q", tc.file, r.stderr, want)
+		}
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{"FILES_PATH": "/srv/files"}, []string{"--profile", "bootstrap"}, `config files = "/srv/files" (environment FILES_PATH): a bootstrap node runs no file watcher`},
+		{map[string]string{"METANODE_PROFILE": "bootstrap", "METANODE_FILES": "/srv/files"}, nil, "(environment METANODE_FILES)"},
+		{map[string]string{"METANODE_TRUST": "bogus"}, nil, "(environment METANODE_TRUST)"},
+	} {
+		tc.env["HOME"] = dir
+		args := append(append([]string{"serve"}, flags...), tc.args...)
+		r := runCLI(t, tc.env, nil, args...)
+		r.want(t, 1, args...)
+		if !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v %v: stderr %q, want %q", tc.env, tc.args, r.stderr, tc.want)
 		}
 	}
 }
@@ -340,24 +386,35 @@ func TestRun_BenchSwarmVerifyOnly(t *testing.T) {
 	}
 }
 
-// TestRun_ServeInProcess runs serve through run() under the race detector
-// (the e2e tests run the binary, built without it): it serves, answers
-// health, and a cancelled context (what the first signal does) makes it
-// close the node and exit 0.
-func TestRun_ServeInProcess(t *testing.T) {
-	var out, errb lockedBuffer
-	c := &cli{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: envMap(map[string]string{"HOME": t.TempDir()})}
+// serveInProcess runs serve through run() with env and extra args (on
+// loopback, free ports, no mDNS) until it reports its API URL. stop cancels
+// its context (what the first signal does) and returns the exit status.
+func serveInProcess(t *testing.T, env map[string]string, extra ...string) (url string, logs *lockedBuffer, stop func() int) {
+	t.Helper()
+	var out lockedBuffer
+	logs = &lockedBuffer{}
+	c := &cli{stdin: strings.NewReader(""), stdout: &out, stderr: logs, getenv: envMap(env)}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	code := make(chan int, 1)
 	go func() {
-		code <- c.run(ctx, []string{"serve", "--data", t.TempDir(), "--http", "127.0.0.1:0",
-			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-format", "json"})
+		code <- c.run(ctx, append([]string{"serve", "--http", "127.0.0.1:0",
+			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-format", "json"}, extra...))
 	}()
-	var url string
+	stop = func() int {
+		cancel()
+		select {
+		case c := <-code:
+			code <- c
+			return c
+		case <-time.After(60 * time.Second):
+			t.Fatal("serve did not stop within 60s of the cancel")
+		}
+		return -1
+	}
+	t.Cleanup(func() { stop() })
 	deadline := time.Now().Add(60 * time.Second)
 	for url == "" {
-		for _, line := range strings.Split(errb.String(), "\n") {
+		for _, line := range strings.Split(logs.String(), "\n") {
 			var m struct{ Msg, API string }
 			if json.Unmarshal([]byte(line), &m) == nil && m.Msg == "serving" {
 				url = m.API
@@ -365,27 +422,60 @@ func TestRun_ServeInProcess(t *testing.T) {
 		}
 		select {
 		case c := <-code:
-			t.Fatalf("serve exited %d before serving: %s", c, errb.String())
+			t.Fatalf("serve exited %d before serving: %s", c, logs.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve did not serve in 60s: %s", errb.String())
+			t.Fatalf("serve did not serve in 60s: %s", logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return url, logs, stop
+}
+
+// TestRun_ServeInProcess runs serve through run() under the race detector
+// (the e2e tests run the binary, built without it): it serves, answers
+// health, and a cancelled context (what the first signal does) makes it
+// close the node and exit 0.
+func TestRun_ServeInProcess(t *testing.T) {
+	url, logs, stop := serveInProcess(t, map[string]string{"HOME": t.TempDir()}, "--data", t.TempDir())
 	r := runCLI(t, map[string]string{"METANODE_API": url}, nil, "health")
 	r.want(t, 0, "health")
-	cancel()
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Fatalf("serve after cancel: exit %d: %s", c, errb.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("serve did not stop within 60s of the cancel")
+	if c := stop(); c != 0 {
+		t.Fatalf("serve after cancel: exit %d: %s", c, logs.String())
 	}
-	if !strings.Contains(errb.String(), `"msg":"stopped"`) {
-		t.Fatalf("no clean stop logged: %s", errb.String())
+	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
+		t.Fatalf("no clean stop logged: %s", logs.String())
+	}
+}
+
+// TestRun_ServeMakesDatabaseDirs: the upstream variables may point the
+// databases into directories that do not exist yet; serve makes them, as it
+// makes the data directory.
+func TestRun_ServeMakesDatabaseDirs(t *testing.T) {
+	dir := t.TempDir()
+	truth, cache := filepath.Join(dir, "db", "truth", "core.db"), filepath.Join(dir, "cache", "c.db")
+	_, logs, stop := serveInProcess(t, map[string]string{"HOME": dir, "META_CORE_DB_PATH": truth, "META_CORE_CACHE_PATH": cache},
+		"--data", filepath.Join(dir, "data"))
+	if c := stop(); c != 0 {
+		t.Fatalf("serve: exit %d: %s", c, logs.String())
+	}
+	for _, p := range []string{truth, cache} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("database %s: %v", p, err)
+		}
+	}
+	// A directory that cannot be made names the setting and its variable.
+	blocker := filepath.Join(dir, "file")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"HOME": dir, "META_CORE_DB_PATH": filepath.Join(blocker, "truth.db")}
+	args := []string{"serve", "--data", filepath.Join(dir, "data2"), "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"}
+	r := runCLI(t, env, nil, args...)
+	r.want(t, 1, args...)
+	if !strings.Contains(r.stderr, "(environment META_CORE_DB_PATH): make its directory") {
+		t.Fatalf("truth-db under a file: %q", r.stderr)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -67,10 +69,8 @@ func configFlags(fs *flag.FlagSet, names ...string) (vals map[string][]string, c
 func (c *cli) loadConfig(vals map[string][]string, configPath string) (Config, configLayers, error) {
 	cfg, layers, err := LoadConfig(loadOptions{getenv: c.getenv, configPath: configPath, flags: vals})
 	var ce *ConfigError
-	if errors.As(err, &ce) {
-		if _, byFlag := vals[ce.Field]; byFlag {
-			return cfg, layers, &usageError{msg: err.Error()}
-		}
+	if errors.As(err, &ce) && ce.ByFlag {
+		return cfg, layers, &usageError{msg: err.Error()}
 	}
 	return cfg, layers, err
 }
@@ -103,6 +103,17 @@ func (c *cli) runNode(ctx context.Context, cfg Config, layers configLayers, then
 	logger := newLogger(c.stderr, cfg.LogLevel, cfg.LogFormat)
 	if layers.file != "" {
 		logger.Info("config file read", "path", layers.file)
+	}
+	// The databases' directories are made like the data directory is, so
+	// META_CORE_DB_PATH pointing into a directory not made yet just works.
+	for _, db := range []struct{ name, path string }{{"truth-db", cfg.TruthDB}, {"cache-db", cfg.CacheDB}} {
+		if db.path == "" {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(db.path), 0o700); err != nil {
+			return &ConfigError{Field: db.name, Value: db.path, Source: layers.src[db.name],
+				Err: fmt.Errorf("make its directory: %w; choose a path you can write", err)}
+		}
 	}
 	ncfg := cfg.NodeConfig()
 	ncfg.Logger = logger
