@@ -211,13 +211,20 @@ func (n *Node) answerPair(ctx context.Context, uid string, token []byte) swarm.P
 	}
 	// The trust change re-syncs with peers (relayTrustChanges): the
 	// joiner's claims, refused until now, come in.
-	n.log.Info("paired with a new home", "uid", uid)
-	return swarm.PairAnswer{OK: true, Claims: int64(n.store.SyncSet().Len())}
+	share, err := n.joinerShare(ctx)
+	if err != nil {
+		// Only the joiner's progress line depends on it: pair anyway.
+		n.log.Warn("pairing: count the claims the joiner accepts", "err", err)
+		share = int64(n.store.SyncSet().Len())
+	}
+	n.log.Info("paired with a new home", "uid", uid, "claims", share)
+	return swarm.PairAnswer{OK: true, Claims: share}
 }
 
 // Pair presents an invite to its inviter: the joining side of pairing. The
 // inviter's uid is trusted first so its claims are welcome as soon as the
-// two sync. It answers how many claims the inviter shares.
+// two sync. It answers how many of the inviter's claims this node will
+// accept: those of the inviter's uid and of the signers it vouches for.
 func (n *Node) Pair(ctx context.Context, inv Invite) (int64, error) {
 	if err := n.store.Trust(ctx, inv.UID, "inviter"); err != nil {
 		return 0, fmt.Errorf("pair: %w", err)

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,4 +141,57 @@ func TestNode_InvitesFileUnreadable(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, node.InvitesFile+".bad")); err != nil {
 		t.Fatalf("the damaged file was not set aside: %v", err)
 	}
+}
+
+// TestNode_PairCountsWhatJoinerAccepts: A is paired with B and holds B's
+// plugin's claims and a stranger's (trusted by A directly). A new home C
+// joins A: the count A answers is the claims C will accept (A's own uid's
+// and its plugin's, through A's vouch), not A's whole sync set, and C
+// reaches it.
+func TestNode_PairCountsWhatJoinerAccepts(t *testing.T) {
+	ctx := context.Background()
+	a, b := pairedHomes(t)
+	pluginA, pluginB, stranger := signer(t), signer(t), signer(t)
+	if err := a.Trust(ctx, stranger.UID()); err != nil {
+		t.Fatal(err)
+	}
+	ts := nowMS() - 10_000
+	var mine, theirs []store.Claim
+	for i := range 20 {
+		mine = append(mine, pluginA.Text(testCID(100+i), "title", "A", ts+uint64(i)))
+		theirs = append(theirs, pluginB.Text(testCID(200+i), "title", "B", ts+uint64(i)))
+	}
+	submitAccepted(t, a, mine...)
+	submitAccepted(t, a, stranger.Text(testCID(300), "title", "S", ts))
+	submitAccepted(t, b, theirs...)
+	// A's sync set: its vouch for pluginA, 20 + 1 claims, B's vouch and 20.
+	waitFor(t, 30*time.Second, "B's plugin's claims on A", func() error {
+		if got := a.ClaimCount(); got != 1+20+1+1+20 {
+			return fmt.Errorf("A holds %d claims", got)
+		}
+		return nil
+	})
+
+	resp, err := a.Invite(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := node.ParseInvite(resp.Code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openNode(t, testConfig(t, dataDir(t, "c")))
+	m, err := c.Pair(ctx, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m != 1+20 { // A's vouch for its plugin and the plugin's claims
+		t.Fatalf("A answered %d claims; C accepts 21", m)
+	}
+	waitFor(t, 30*time.Second, "C holds the count A answered", func() error {
+		if got := c.ClaimCount(); int64(got) != m {
+			return fmt.Errorf("C holds %d of %d claims", got, m)
+		}
+		return nil
+	})
 }
