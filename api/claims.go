@@ -277,10 +277,7 @@ func (s *Server) handleRIDClaims(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) writeGroupClaims(w http.ResponseWriter, r *http.Request, h, notFound string) error {
-	h, err := recordRef(h, ridOrCID)
-	if err != nil {
-		return refError(err, notFound)
-	}
+	h = lookupRef(h, ridOrCID)
 	q := r.URL.Query()
 	uid := q.Get("uid")
 	if uid != "" {
@@ -292,7 +289,7 @@ func (s *Server) writeGroupClaims(w http.ResponseWriter, r *http.Request, h, not
 	}
 	g, err := s.cfg.Store.Claims(r.Context(), h, store.ClaimFilter{Key: q.Get("key"), UID: uid})
 	if err != nil {
-		return notFoundAs(err, notFound)
+		return missError(h, ridOrCID, err, notFound)
 	}
 	out := GroupClaimsResponse{RID: g.RID, CIDs: nonNil(g.CIDs), Claims: make([]store.ClaimJSON, len(g.Claims))}
 	for i := range g.Claims {

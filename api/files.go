@@ -167,13 +167,10 @@ func (s *Server) openUnderRoot(p string) (*os.File, os.FileInfo, error) {
 }
 
 func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) error {
-	cid, err := recordRef(r.PathValue("cid"), cidOnly)
-	if err != nil {
-		return refError(err, SlugUnknownCID)
-	}
+	cid := r.PathValue("cid")
 	lf, err := s.cfg.Store.LocalFileForCID(r.Context(), cid)
 	if err != nil {
-		return notFoundAs(err, SlugUnknownCID)
+		return missError(cid, cidOnly, err, SlugUnknownCID)
 	}
 	f, info, err := s.openUnderRoot(lf.Path)
 	if err != nil {
@@ -242,21 +239,17 @@ func (w *contentWriter) ReadFrom(src io.Reader) (int64, error) {
 func (w *contentWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) error {
-	cid, err := recordRef(r.PathValue("cid"), cidOnly)
-	if isNotFound(err) { // not a cid at all: no such file, as upstream
-		return writeJSON(w, http.StatusOK, FileInfo{})
-	}
-	if err != nil { // a cid in another form: 400 bad_cid rather than a false "absent"
-		return err
-	}
+	cid := r.PathValue("cid")
 	lf, err := s.cfg.Store.LocalFileForCID(r.Context(), cid)
-	if isNotFound(err) {
+	if err == nil {
+		return s.writeFileInfo(w, lf)
+	}
+	// A cid in another form is a 400 bad_cid rather than a false "absent";
+	// anything else not found (not a cid at all included) is absent.
+	if err = missError(cid, cidOnly, err, SlugUnknownCID); isNotFound(err) {
 		return writeJSON(w, http.StatusOK, FileInfo{})
 	}
-	if err != nil {
-		return err
-	}
-	return s.writeFileInfo(w, lf)
+	return err
 }
 
 func (s *Server) writeFileInfo(w http.ResponseWriter, lf store.LocalFile) error {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -110,10 +109,7 @@ type HealthResponse struct {
 }
 
 func (s *Server) handleMeta(w http.ResponseWriter, r *http.Request) error {
-	cid, err := recordRef(r.PathValue("cid"), ridOrCID)
-	if err != nil {
-		return refError(err, SlugUnknownCID)
-	}
+	cid := lookupRef(r.PathValue("cid"), ridOrCID)
 	var q url.Values
 	if r.URL.RawQuery != "" { // the hot path has none: skip the parse
 		q = r.URL.Query()
@@ -124,20 +120,18 @@ func (s *Server) handleMeta(w http.ResponseWriter, r *http.Request) error {
 	}
 	var rec store.Record
 	// A rid is minted locally and never leaves the node: no peer can know one.
-	remote := truthy(q.Get("remote")) && !store.IsRID(cid)
-	if remote {
+	if truthy(q.Get("remote")) && !store.IsRID(cid) {
+		// Checked before the swarm is asked: no peer can know what is not
+		// a canonical cid.
+		if _, err := recordRef(cid, ridOrCID); err != nil {
+			return refError(err, SlugUnknownCID)
+		}
 		rec, err = s.cfg.Node.RemoteRecord(r.Context(), cid, as)
 	} else {
 		rec, err = s.cfg.Store.Record(r.Context(), cid, as)
 	}
-	if remote && errors.Is(err, store.ErrBadCID) {
-		// No peer can know what is not a canonical cid: the same 404 as
-		// without ?remote=1, which consumers read as "no record".
-		return &Error{Status: http.StatusNotFound, Slug: SlugUnknownCID,
-			Message: fmt.Sprintf("no record for %s: %v", cid, err), err: err}
-	}
 	if err != nil {
-		return notFoundAs(err, SlugUnknownCID)
+		return missError(cid, ridOrCID, err, SlugUnknownCID)
 	}
 	if store.IsRID(cid) {
 		// Asked by rid (the CLI does): cid names the record's canonical
@@ -189,13 +183,10 @@ func (s *Server) handleMetaRoot(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) writeRecord(w http.ResponseWriter, r *http.Request, h string) error {
-	h, err := recordRef(h, ridOrCID)
-	if err != nil {
-		return refError(err, SlugUnknownRoot)
-	}
+	h = lookupRef(h, ridOrCID)
 	rec, err := s.cfg.Store.Record(r.Context(), h, "")
 	if err != nil {
-		return notFoundAs(err, SlugUnknownRoot)
+		return missError(h, ridOrCID, err, SlugUnknownRoot)
 	}
 	out := RecordResponse{HashID: rec.RID, Metadata: nonNilMap(rec.Fields)}
 	return writeAppender(w, out.appendJSON)
@@ -208,13 +199,10 @@ func (s *Server) handleMetaField(w http.ResponseWriter, r *http.Request) error {
 	if key == "" {
 		return s.handleMetaRoot(w, r)
 	}
-	h, err := recordRef(r.PathValue("h"), ridOrCID)
-	if err != nil {
-		return refError(err, SlugUnknownRoot)
-	}
+	h := lookupRef(r.PathValue("h"), ridOrCID)
 	v, err := s.cfg.Store.Field(r.Context(), h, key)
 	if err != nil {
-		return notFoundAs(err, SlugUnknownRoot)
+		return missError(h, ridOrCID, err, SlugUnknownRoot)
 	}
 	if v == "" { // upstream: an empty property is absent
 		return errorf(http.StatusNotFound, "%s has no %q", r.PathValue("h"), key)

@@ -58,6 +58,33 @@ func recordRef(h string, kind refKind) (string, error) {
 	return "", &notARefError{h: h, what: what}
 }
 
+// lookupRef returns h as the store looks it up (a lower-case rid
+// upper-cased) without checking it: the check costs more than the lookup
+// (a base32 decode and re-encode), and the store holds only canonical
+// cids, so a hit needs none. A miss goes through missError.
+func lookupRef(h string, kind refKind) string {
+	if kind == ridOrCID && len(h) == 26 {
+		if up := strings.ToUpper(h); store.IsRID(up) {
+			return up
+		}
+	}
+	return h
+}
+
+// missError is the answer when the store found nothing under h: what
+// recordRef says when h cannot name anything (400 bad_cid, or a 404 saying
+// it is no id), else the store's 404 with the route's slug. Other errors
+// pass unchanged.
+func missError(h string, kind refKind, err error, notFound string) error {
+	if !isNotFound(err) {
+		return err
+	}
+	if _, rerr := recordRef(h, kind); rerr != nil {
+		return refError(rerr, notFound)
+	}
+	return notFoundAs(err, notFound)
+}
+
 // refError is the answer for a recordRef failure: 400 bad_cid for a
 // non-canonical cid, else the route's 404 slug.
 func refError(err error, notFound string) error {
