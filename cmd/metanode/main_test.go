@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -446,6 +447,24 @@ func TestRun_ServeInProcess(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
 		t.Fatalf("no clean stop logged: %s", logs.String())
+	}
+}
+
+// TestRun_ServeAddressInUse: a taken API port is one plain sentence naming
+// the address and the flag to change (it used to read "open api: open api:
+// listen tcp …").
+func TestRun_ServeAddressInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	args := []string{"serve", "--data", t.TempDir(), "--http", ln.Addr().String(), "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"}
+	r := runCLI(t, map[string]string{"HOME": t.TempDir()}, nil, args...)
+	r.want(t, 1, args...)
+	want := "metanode serve: address " + ln.Addr().String() + " is in use: another process (another metanode?) holds it; stop it or choose another --http\n"
+	if r.stderr != want {
+		t.Fatalf("stderr %q, want %q", r.stderr, want)
 	}
 }
 

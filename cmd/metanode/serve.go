@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -143,6 +144,16 @@ func (c *cli) runNode(ctx context.Context, cfg Config, layers configLayers, then
 func explainOpen(err error, cfg Config) error {
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
+		var op *net.OpError
+		if errors.As(err, &op) && op.Addr != nil {
+			// Said from the listener's error alone: the layers above it
+			// ("open node", "open api") add nothing the owner can act on.
+			flag := "--listen"
+			if _, port, perr := net.SplitHostPort(cfg.HTTP); perr == nil && strings.HasPrefix(op.Net, "tcp") && strings.HasSuffix(op.Addr.String(), ":"+port) {
+				flag = "--http"
+			}
+			return &explained{err: err, msg: fmt.Sprintf("address %s is in use: another process (another metanode?) holds it; stop it or choose another %s", op.Addr, flag)}
+		}
 		return fmt.Errorf("%w: another process (another metanode?) holds the address; stop it or choose --http / --listen", err)
 	case errors.Is(err, node.ErrDataDirInUse):
 		return fmt.Errorf("%w: stop that node first, or give this one another --data", err)
@@ -153,6 +164,16 @@ func explainOpen(err error, cfg Config) error {
 	}
 	return err
 }
+
+// explained is an error whose message says what happened and what to do
+// in place of its chain's, which stays reachable for errors.Is.
+type explained struct {
+	err error
+	msg string
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.err }
 
 func newLogger(w io.Writer, level, format string) *slog.Logger {
 	var lv slog.LevelVar
