@@ -627,14 +627,11 @@ func TestContainer_Dockerfile(t *testing.T) {
 	// The health check must reach the API: its URL's port is the API's,
 	// on loopback inside the container.
 	_, apiPort, _ := net.SplitHostPort(cfg.HTTP)
-	hcURL := ""
+	hcURL := cmpOr(im.env["METANODE_API"], defaultAPI)
 	for _, a := range im.health {
 		if strings.HasPrefix(a, "http://") {
 			hcURL = a
 		}
-	}
-	if hcURL == "" {
-		hcURL = cmpOr(im.env["METANODE_API"], defaultAPI)
 	}
 	if want := "http://127.0.0.1:" + apiPort; hcURL != want {
 		t.Fatalf("HEALTHCHECK asks %s, the API is at %s", hcURL, want)
@@ -642,7 +639,7 @@ func TestContainer_Dockerfile(t *testing.T) {
 
 	// Our tests listen on loopback only: override just the API address (to
 	// a free port) and the swarm's (to loopback, any port, same transports),
-	// and point the health check's URL at that port.
+	// and point the health check's URL (METANODE_API) at that port.
 	port := freePort(t)
 	httpVar := ""
 	for k := range im.env {
@@ -660,6 +657,9 @@ func TestContainer_Dockerfile(t *testing.T) {
 	health := []string{filepath.Join(root, im.health[0])}
 	for _, a := range im.health[1:] {
 		health = append(health, strings.Replace(rooted(root, a), hcURL, apiURL, 1))
+	}
+	if !slices.Contains(im.health, hcURL) {
+		env["METANODE_API"] = apiURL // the clients' address follows the API's
 	}
 	argv[0] = filepath.Join(root, argv[0])
 	for i := 1; i < len(argv); i++ {
@@ -862,8 +862,8 @@ func TestContainer_SystemdUnit(t *testing.T) {
 	if host, _, _ := net.SplitHostPort(cfg.HTTP); net.ParseIP(host) == nil || !net.ParseIP(host).IsLoopback() {
 		t.Errorf("the service's API listens on %s: keep it on loopback", cfg.HTTP)
 	}
-	if api := cmpOr(env["METANODE_API"], defaultAPI); api != "http://"+cfg.HTTP {
-		t.Errorf("ExecStartPost asks %s, the API is at %s", api, cfg.HTTP)
+	if asks := cmpOr(env["METANODE_API"], defaultAPI); asks != "http://"+cfg.HTTP {
+		t.Errorf("ExecStartPost asks %s, the API is at %s", asks, cfg.HTTP)
 	}
 
 	// Our tests listen on loopback only and send no multicast: override
