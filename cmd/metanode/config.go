@@ -78,7 +78,7 @@ type setting struct {
 }
 
 var settings = []setting{
-	{name: "data", env: []string{"METANODE_DATA"}, usage: "data directory (node key, truth and cache databases)",
+	{name: "data", env: []string{"METANODE_DATA"}, usage: "data directory (node key, truth and cache databases) (default $XDG_DATA_HOME/metanode, else ~/.local/share/metanode)",
 		field: func(c *Config) any { return &c.Data }, check: func(c *Config) string { return notEmpty(c.Data) }},
 	{name: "truth-db", env: []string{"META_CORE_DB_PATH", "METANODE_TRUTH_DB"}, usage: "truth database file (default <data>/truth.db)",
 		field: func(c *Config) any { return &c.TruthDB }},

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,6 +92,10 @@ func TestRun_HelpAndUsage(t *testing.T) {
 		if !strings.Contains(r.stdout, "-"+s.name) {
 			t.Errorf("serve --help does not mention --%s", s.name)
 		}
+	}
+	// cli.md: --data has a documented default.
+	if !regexp.MustCompile(`-data value\n\s+data directory .*\(default \$XDG_DATA_HOME/metanode, else ~/\.local/share/metanode\)`).MatchString(r.stdout) {
+		t.Errorf("serve --help does not give the default of --data:\n%s", r.stdout)
 	}
 	usage := [][]string{
 		{}, {"frobnicate"}, {"serve", "--bogus"}, {"serve", "extra"}, {"get"}, {"get", "a", "b"}, {"get", "notacid"},
