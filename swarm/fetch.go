@@ -266,7 +266,9 @@ func interestBatches(cids []string, off int) [][]string {
 
 // Lookup finds peers that hold claims about cid (DHT), fetches, verifies
 // and stores the claims of its group, and returns how many were stored.
-// ErrNotFound when no peer knows it within the lookup timeout.
+// ErrNotFound when no peer knows it within the lookup timeout; wrapping
+// ErrOnlyUntrusted too when peers answered, but only with claims by
+// signers this node does not trust.
 func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
 	if !s.isOpen() {
 		return 0, errNotOpen
