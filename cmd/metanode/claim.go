@@ -167,8 +167,10 @@ func (c *cli) claimSign(args []string) error {
 const maxPutBatch = 1000
 
 // readClaimLines reads claim JSON, one per line (blank lines skipped), and
-// calls fn with batches of at most maxPutBatch.
-func readClaimLines(r io.Reader, fn func([]store.Claim) error) error {
+// calls fn with batches of at most maxPutBatch. A malformed line goes to bad
+// and the rest are still read: claims stand alone, as the node's answer for
+// each does.
+func readClaimLines(r io.Reader, fn func([]store.Claim) error, bad func(line int, err error)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 4*store.MaxWireBytes)
 	var batch []store.Claim
@@ -181,7 +183,8 @@ func readClaimLines(r io.Reader, fn func([]store.Claim) error) error {
 		}
 		var cl store.Claim
 		if err := cl.UnmarshalJSON(b); err != nil {
-			return fmt.Errorf("stdin line %d: %w (want one claim JSON object per line, as 'metanode claim sign' prints)", line, err)
+			bad(line, err)
+			continue
 		}
 		batch = append(batch, cl)
 		if len(batch) == maxPutBatch {
@@ -191,11 +194,15 @@ func readClaimLines(r io.Reader, fn func([]store.Claim) error) error {
 			batch = nil
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("stdin line %d: %w", line+1, err)
-	}
 	if len(batch) > 0 {
-		return fn(batch)
+		if err := fn(batch); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		// A line too long to read ends the input: the lines before it
+		// were posted.
+		return fmt.Errorf("stdin line %d: %w; the lines before it were posted", line+1, err)
 	}
 	return nil
 }

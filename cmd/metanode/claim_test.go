@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/metanode/metanode/store"
 )
 
 // TestRun_ClaimErrors: each error of claim sign and claim put names the
@@ -110,5 +114,48 @@ func TestRun_FileErrorsSayWhatToDo(t *testing.T) {
 				t.Errorf("metanode %s: stderr %q lacks %q", strings.Join(tc.args, " "), r.stderr, w)
 			}
 		}
+	}
+}
+
+// TestRun_ClaimPutMalformedLine: claims stand alone, so a malformed stdin
+// line does not keep the valid ones from the node (it used to post none):
+// they are posted, the bad line is named on stderr, and the exit is 1.
+func TestRun_ClaimPutMalformedLine(t *testing.T) {
+	dir := t.TempDir()
+	url, _, _ := serveInProcess(t, map[string]string{"HOME": dir}, "--data", filepath.Join(dir, "data"))
+	s, err := store.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cid = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"
+	var in bytes.Buffer
+	for i, line := range []string{"title=Heat", "garbage", "year=1995", `{"uid":1}`} {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			fmt.Fprintf(&in, "%s\n", line)
+			continue
+		}
+		b, err := s.Text(cid, k, v, uint64(1_700_000_000_000+i)).MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&in, "%s\n", b)
+	}
+	r := runCLI(t, map[string]string{"METANODE_API": url}, &in, "claim", "put", "-")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if n := strings.Count(r.stdout, `"status":"accepted"`); n != 2 || strings.Count(r.stdout, "\n") != 2 {
+		t.Fatalf("stdout %q: want the 2 valid claims accepted", r.stdout)
+	}
+	for _, want := range []string{"stdin line 2: ", "stdin line 4: ", "2 malformed lines not posted (above); 2 claims posted"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr %q lacks %q", r.stderr, want)
+		}
+	}
+	r = runCLI(t, map[string]string{"METANODE_API": url}, nil, "get", cid)
+	r.want(t, 0, "get", cid)
+	if !strings.Contains(r.stdout, `"year": "1995"`) || !strings.Contains(r.stdout, `"title": "Heat"`) {
+		t.Fatalf("get after the put: %s", r.stdout)
 	}
 }

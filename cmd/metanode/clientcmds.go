@@ -56,8 +56,10 @@ func (c *cli) claimPut(ctx context.Context, args []string) error {
 	fl := c.flagSet("claim put", "claim put [--api URL] (--signer FILE --cid C --key K (--value V | --retract | --cipher-b64 B) [--ts MS] | -)",
 		`Signs one claim from flags and posts it to the node, or, with '-' or with no
 claim flags and piped input, posts the claim JSON lines read from stdin (as
-'metanode claim sign' prints them). Prints one result line per claim
-({"id","status","error"?,"message"?}); exits 1 when any claim was rejected.`)
+'metanode claim sign' prints them). Prints one result line per claim posted
+({"id","status","error"?,"message"?}). A malformed stdin line is reported on
+stderr ("stdin line N: …") and not posted; the other lines still are. Exits 1
+when any line was malformed or any claim rejected.`)
 	base := c.apiFlag(fl)
 	cf := addClaimFlags(fl)
 	pos, err := c.parse(fl, args)
@@ -81,7 +83,7 @@ claim flags and piped input, posts the claim JSON lines read from stdin (as
 	if err != nil {
 		return err
 	}
-	var total, rejected int
+	var total, rejected, malformed int
 	post := func(batch []store.Claim) error {
 		resp, err := cl.PostClaims(ctx, batch)
 		if err != nil {
@@ -97,7 +99,10 @@ claim flags and piped input, posts the claim JSON lines read from stdin (as
 		return nil
 	}
 	if fromStdin {
-		err = readClaimLines(c.stdin, post)
+		err = readClaimLines(c.stdin, post, func(line int, err error) {
+			malformed++
+			fmt.Fprintf(c.stderr, "metanode claim put: stdin line %d: %s (want one claim JSON object per line, as 'metanode claim sign' prints); not posted\n", line, oneLine(err.Error()))
+		})
 	} else {
 		var one store.Claim
 		if one, err = cf.sign("claim put"); err == nil {
@@ -107,7 +112,12 @@ claim flags and piped input, posts the claim JSON lines read from stdin (as
 	if err != nil {
 		return err
 	}
-	if rejected > 0 {
+	switch {
+	case malformed > 0 && rejected > 0:
+		return fmt.Errorf("%d malformed lines not posted (above); %d of %d claims posted were rejected (see the error of each result)", malformed, rejected, total)
+	case malformed > 0:
+		return fmt.Errorf("%d malformed lines not posted (above); %d claims posted", malformed, total)
+	case rejected > 0:
 		return fmt.Errorf("%d of %d claims rejected (see the error of each result above)", rejected, total)
 	}
 	return nil

@@ -376,7 +376,7 @@ func TestRun_ClientWithoutNode(t *testing.T) {
 			t.Fatalf("metanode %v: %q", args, r.stderr)
 		}
 	}
-	// Garbage on stdin is refused before anything is sent, naming the line.
+	// Garbage on stdin is named by line; with no valid line nothing is sent.
 	r := runCLI(t, env, strings.NewReader("\n{\"uid\":1}\n"), "claim", "put", "-")
 	r.want(t, 1, "claim put -")
 	if !strings.Contains(r.stderr, "stdin line 2") {
