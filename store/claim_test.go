@@ -230,6 +230,7 @@ func TestClaim_JSONErrors(t *testing.T) {
 		{"BadCipher", base + `"value":{"cipher":"!!"},"ts":1}`},
 		{"CipherExtraField", base + `"value":{"cipher":"AA==","x":1},"ts":1}`},
 		{"NotObject", `[1,2]`},
+		{"HugeTS", base + `"value":"x","ts":18446744073709551616}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -238,6 +239,12 @@ func TestClaim_JSONErrors(t *testing.T) {
 				t.Fatalf("accepted %s", tt.body)
 			}
 		})
+	}
+	// A ts beyond uint64 is an integer: the error says it is out of range.
+	var c store.Claim
+	err := json.Unmarshal([]byte(base+`"value":"x","ts":18446744073709551616}`), &c)
+	if !errors.Is(err, store.ErrMalformed) || !strings.Contains(err.Error(), "out of range") {
+		t.Fatalf("huge ts: %v", err)
 	}
 }
 

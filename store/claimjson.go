@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -69,6 +71,9 @@ func (j *ClaimJSON) Claim() (Claim, error) {
 	c := Claim{UID: j.UID, CID: j.CID, Key: j.Key}
 	ts, err := strconv.ParseUint(string(bytes.TrimSpace(j.TS)), 10, 64)
 	if err != nil { // a JSON string, float or negative number fails here
+		if errors.Is(err, strconv.ErrRange) {
+			return c, fmt.Errorf("%w: ts %s is out of range (at most %d)", ErrMalformed, bytes.TrimSpace(j.TS), uint64(math.MaxUint64))
+		}
 		return c, fmt.Errorf("%w: ts must be a non-negative integer of milliseconds", ErrMalformed)
 	}
 	c.TS = ts
