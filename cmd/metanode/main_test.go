@@ -361,8 +361,29 @@ func TestRun_KeygenAndClaimSign(t *testing.T) {
 func TestRun_BenchVerify(t *testing.T) {
 	r := runCLI(t, nil, nil, "bench", "verify", "--claims", "32", "--duration", "50ms")
 	r.want(t, 0, "bench verify")
-	if !strings.Contains(r.stdout, "claims/s") {
+	if !strings.Contains(r.stdout, "claims/s") || !strings.Contains(r.stdout, "claims per CPU-second") {
 		t.Fatalf("bench verify: %q", r.stdout)
+	}
+}
+
+// TestVerifyResult_Contended: a run that got well under its cores' worth
+// of CPU time is flagged (its claims/s is not the machine's limit).
+func TestVerifyResult_Contended(t *testing.T) {
+	for _, tc := range []struct {
+		cores     int
+		cpu, wall float64
+		want      bool
+	}{
+		{2, 0.66, 2, true},  // the probe's run: a third of one core
+		{2, 3.9, 2, false},  // both cores busy
+		{2, 2.9, 2, true},   // under 3/4 of two cores
+		{1, 0.95, 1, false}, // one core, busy
+		{2, 0, 2, false},    // CPU time not measured: no claim either way
+	} {
+		r := verifyResult{Cores: tc.cores, CPUSeconds: tc.cpu, Seconds: tc.wall}
+		if got := r.contended(); got != tc.want {
+			t.Errorf("%d cores, %.2f CPU-s in %.2f s: contended %v, want %v", tc.cores, tc.cpu, tc.wall, got, tc.want)
+		}
 	}
 }
 
