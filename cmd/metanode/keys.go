@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -26,12 +27,16 @@ var defaultYAML string
 
 // identity is what init and id print.
 type identity struct {
-	PeerID  string   `json:"peerId"`
-	UID     string   `json:"uid"`
-	Addrs   []string `json:"addrs"`
-	DataDir string   `json:"dataDir,omitempty"`
-	Created bool     `json:"created,omitempty"`
-	Config  string   `json:"config,omitempty"`
+	PeerID string   `json:"peerId"`
+	UID    string   `json:"uid"`
+	Addrs  []string `json:"addrs"`
+	// AddrsFrom says where addrs came from: "node" (the running node's
+	// API answered for this key) or "config" (the configured listen
+	// addresses, resolved offline).
+	AddrsFrom string `json:"addrsFrom,omitempty"`
+	DataDir   string `json:"dataDir,omitempty"`
+	Created   bool   `json:"created,omitempty"`
+	Config    string `json:"config,omitempty"`
 }
 
 func (c *cli) initCmd(ctx context.Context, args []string) error {
@@ -73,15 +78,19 @@ peer id. Running it again changes nothing.`)
 	if err != nil {
 		return err
 	}
-	id.DataDir, id.Created, id.Config = cfg.Data, created, confPath
+	id.DataDir, id.Created, id.Config, id.AddrsFrom = cfg.Data, created, confPath, "config"
 	return c.printJSON(id)
 }
 
 func (c *cli) id(ctx context.Context, args []string) error {
-	fl := c.flagSet("id", "id [--data DIR]", `Prints {"peerId","uid","addrs"} as JSON, from the node key in the data
-directory; addrs are the configured listen addresses (unspecified IPs resolved
-to this machine's interfaces) ending in /p2p/<peerId>. Works with the node stopped.`)
+	fl := c.flagSet("id", "id [--data DIR] [--api URL] [--listen MULTIADDR]", `Prints {"peerId","uid","addrs","addrsFrom"} as JSON, from the node key in the
+data directory. addrs end in /p2p/<peerId>, dialable ones first. When the node
+with this key answers at --api, they are its actual listen addresses
+("addrsFrom":"node"); otherwise (the node stopped, or --listen given) they
+are the configured listen addresses, unspecified IPs resolved to this
+machine's interfaces ("addrsFrom":"config"). Works with the node stopped.`)
 	vals, configPath := configFlags(fl, "data", "listen")
+	base := c.apiFlag(fl)
 	field := fl.String("field", "", "print only this field, bare: uid, peerId or addr (the first address)")
 	if err := c.noArgs(fl, args); err != nil {
 		return err
@@ -106,6 +115,16 @@ to this machine's interfaces) ending in /p2p/<peerId>. Works with the node stopp
 	id, err := describe(signer, cfg)
 	if err != nil {
 		return err
+	}
+	id.AddrsFrom = "config"
+	if _, listenGiven := vals["listen"]; !listenGiven {
+		addrs, ok, err := c.runningAddrs(ctx, *base, id.PeerID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			id.Addrs, id.AddrsFrom = addrs, "node"
+		}
 	}
 	switch *field {
 	case "uid":
@@ -152,6 +171,32 @@ func describe(signer *store.Signer, cfg Config) (identity, error) {
 		id.Addrs = append(id.Addrs, m.String()+"/p2p/"+pid.String())
 	}
 	return id, nil
+}
+
+// runningAddrs asks the node at base for its addresses; ok only when it
+// answers, soon, as the node with peer id pid (not some other node on the
+// default port). err is a bad --api only.
+func (c *cli) runningAddrs(ctx context.Context, base, pid string) (addrs []string, ok bool, err error) {
+	cl, err := c.client(base)
+	if err != nil {
+		return nil, false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := cl.SwarmStatus(ctx)
+	if err != nil || st.PeerID != pid || len(st.Addrs) == 0 {
+		return nil, false, nil
+	}
+	rank := func(s string) int {
+		m, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return 3
+		}
+		return rankAddr(m)
+	}
+	addrs = slices.Clone(st.Addrs)
+	slices.SortStableFunc(addrs, func(a, b string) int { return rank(a) - rank(b) })
+	return addrs, true, nil
 }
 
 // rankAddr orders addresses: public, then private (LAN), then loopback.

@@ -297,6 +297,51 @@ func TestRun_InitAndID(t *testing.T) {
 	}
 }
 
+// TestRun_IDOfRunningNode: a node started with flags listens elsewhere than
+// its config says; id prints the running node's addresses when its API
+// answers for this key, the configured ones otherwise, and says which.
+func TestRun_IDOfRunningNode(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	env := map[string]string{"HOME": dir}
+	url, _, stop := serveInProcess(t, env, "--data", data)
+	id := func(args ...string) identity {
+		t.Helper()
+		r := runCLI(t, env, nil, append([]string{"id", "--data", data}, args...)...)
+		r.want(t, 0, "id", strings.Join(args, " "))
+		var got identity
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+			t.Fatalf("id printed %q: %v", r.stdout, err)
+		}
+		return got
+	}
+	st := runCLI(t, env, nil, "status", "--api", url)
+	st.want(t, 0, "status")
+	var status struct{ Addrs []string }
+	if err := json.Unmarshal([]byte(st.stdout), &status); err != nil || len(status.Addrs) == 0 {
+		t.Fatalf("status %q: %v", st.stdout, err)
+	}
+	got := id("--api", url)
+	if got.AddrsFrom != "node" || !slices.Equal(slices.Sorted(slices.Values(got.Addrs)), slices.Sorted(slices.Values(status.Addrs))) {
+		t.Fatalf("id with its node running: from %q addrs %v, the node listens on %v", got.AddrsFrom, got.Addrs, status.Addrs)
+	}
+	// --listen asks for the configured addresses.
+	if got := id("--api", url, "--listen", "/ip4/127.0.0.1/tcp/4999"); got.AddrsFrom != "config" || len(got.Addrs) != 1 || !strings.Contains(got.Addrs[0], "/tcp/4999/") {
+		t.Fatalf("id --listen: %+v", got)
+	}
+	// Another node's API is not this node's.
+	otherURL, _, _ := serveInProcess(t, env, "--data", filepath.Join(dir, "other"))
+	if got := id("--api", otherURL); got.AddrsFrom != "config" || !strings.Contains(got.Addrs[0], "/tcp/4001/") {
+		t.Fatalf("id with another node at --api: %+v", got)
+	}
+	if c := stop(); c != 0 {
+		t.Fatalf("serve exit %d", c)
+	}
+	if got := id("--api", url); got.AddrsFrom != "config" || !strings.Contains(got.Addrs[0], "/tcp/4001/") {
+		t.Fatalf("id with the node stopped: %+v", got)
+	}
+}
+
 func TestRun_KeygenAndClaimSign(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "plugin.key")
