@@ -261,11 +261,7 @@ func (b *bench) cold(ctx context.Context) error {
 	// CPU between the nodes (attribution below).
 	var prof bytes.Buffer
 	profiling := true
-	var pw io.Writer = &prof
-	if b.o.CPUProfile != nil {
-		pw = io.MultiWriter(&prof, b.o.CPUProfile)
-	}
-	if err := pprof.StartCPUProfile(pw); err != nil {
+	if err := pprof.StartCPUProfile(&prof); err != nil {
 		if b.o.CPUProfile != nil {
 			return fmt.Errorf("bench swarm: %w", err)
 		}
@@ -289,6 +285,13 @@ func (b *bench) cold(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if b.o.CPUProfile != nil {
+		// Copied here, not written through: a failing file would have cut
+		// the profile short for the attribution too, without a word.
+		if _, err := b.o.CPUProfile.Write(prof.Bytes()); err != nil {
+			return fmt.Errorf("bench swarm: write cpu profile: %w", err)
+		}
 	}
 	el := time.Since(start)
 	cpu := (cpuTime() - cpu0).Seconds()

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"go.uber.org/goleak"
 
 	"github.com/metanode/metanode/swarm/swarmbench"
@@ -20,9 +22,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // works end to end and reports each figure.
 func TestRun(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // a fixture of this size only
-	var out bytes.Buffer
+	var out, prof bytes.Buffer
 	err := swarmbench.Run(context.Background(), swarmbench.Options{
 		Nodes: 3, Claims: 600, Diffs: 40, Rate: 40, Duration: time.Second, Dir: t.TempDir(),
+		CPUProfile: &prof,
 	}, &out)
 	t.Log("\n" + out.String())
 	if err != nil {
@@ -35,6 +38,14 @@ func TestRun(t *testing.T) {
 		}
 	}
 	checkAttribution(t, out.String())
+	// The caller's profile is the one attributed: labelled samples of B.
+	p, err := profile.Parse(&prof)
+	if err != nil {
+		t.Fatalf("the cpu profile written: %v", err)
+	}
+	if !slices.ContainsFunc(p.Sample, func(s *profile.Sample) bool { return slices.Equal(s.Label["node"], []string{"B"}) }) {
+		t.Errorf("the cpu profile written has no sample labelled node=B among %d", len(p.Sample))
+	}
 }
 
 var (
