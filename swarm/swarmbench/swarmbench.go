@@ -280,22 +280,24 @@ func (b *bench) cold(ctx context.Context) error {
 	}
 	start = bNode.opened
 	err = waitCount(ctx, bNode, held, 2*time.Hour)
+	// Read before the profile stops: its encoding is not the catch-up's.
+	el := time.Since(start)
+	cpu := (cpuTime() - cpu0).Seconds()
 	if profiling {
 		pprof.StopCPUProfile() // writes the profile out before returning
 	}
 	if err != nil {
 		return err
 	}
+	rate := float64(held) / el.Seconds()
 	if b.o.CPUProfile != nil {
-		// Copied here, not written through: a failing file would have cut
-		// the profile short for the attribution too, without a word.
+		// Copied after the window, not written through: a failing file
+		// would have cut the profile short for the attribution too,
+		// without a word.
 		if _, err := b.o.CPUProfile.Write(prof.Bytes()); err != nil {
 			return fmt.Errorf("bench swarm: write cpu profile: %w", err)
 		}
 	}
-	el := time.Since(start)
-	cpu := (cpuTime() - cpu0).Seconds()
-	rate := float64(held) / el.Seconds()
 	// The session's figures are recorded once it ends, just after the last
 	// commit (other, small sessions may end first).
 	var c swarm.Counters
