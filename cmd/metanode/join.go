@@ -210,7 +210,10 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, co
 // and whether it must be written. A different key already there is an
 // error: joining would leave the old swarm.
 func checkSwarmKeyFile(data, key string) (path string, isNew bool, err error) {
-	path = filepath.Join(data, node.SwarmKeyFile)
+	// Absolute: the config names it, and a later serve may start elsewhere.
+	if path, err = filepath.Abs(filepath.Join(data, node.SwarmKeyFile)); err != nil {
+		return "", false, fmt.Errorf("swarm key: %w", err)
+	}
 	old, err := os.ReadFile(path)
 	switch {
 	case err == nil && bytes.Equal(bytes.TrimSpace(old), bytes.TrimSpace([]byte(key))):

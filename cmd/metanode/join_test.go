@@ -114,6 +114,12 @@ func TestSwarmKeyFile(t *testing.T) {
 	if err != nil || !isNew || path != filepath.Join(dir, node.SwarmKeyFile) {
 		t.Fatalf("%q %v %v", path, isNew, err)
 	}
+	// The config names the key: a relative --data must not make it relative
+	// to wherever the next serve starts.
+	t.Chdir(dir)
+	if rel, _, err := checkSwarmKeyFile(".", key); err != nil || !filepath.IsAbs(rel) {
+		t.Fatalf("key path for --data .: %q, %v", rel, err)
+	}
 	if _, err := os.Stat(path); err == nil {
 		t.Fatal("the check wrote the key")
 	}
