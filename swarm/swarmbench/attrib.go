@@ -139,8 +139,8 @@ func pct(part, whole int64) float64 {
 // receiver for the sender's range reads and framing; in a deployment the
 // sender is another home's machine. The receiving node's ratio leaves
 // node A's share out and charges all unattributed CPU (GC, scheduler,
-// singletons' goroutines) to the receiver: conservative, since part of it
-// is A's. The both-nodes line stays, comparable with earlier runs.
+// the harness polling B's count) to the receiver: conservative, since part
+// of it is A's. The both-nodes line stays, comparable with earlier runs.
 func (b *bench) attributeCold(data []byte, cpu float64, held int) error {
 	s, err := attribute(data)
 	if errors.Is(err, errNoSamples) {
@@ -151,8 +151,8 @@ func (b *bench) attributeCold(data []byte, cpu float64, held int) error {
 		return fmt.Errorf("bench swarm: %w", err)
 	}
 	// The profile gives the shares, the process's CPU time of the same
-	// window the amount (as in the both-nodes figure): a profile misses
-	// ticks when threads are descheduled.
+	// window the amount (as in the both-nodes figure): a profile loses
+	// ticks whose signals coalesce.
 	profiled := float64(s.total*s.period) / 1e9
 	amount := cpu
 	if amount <= 0 {
