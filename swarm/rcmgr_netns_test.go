@@ -89,9 +89,6 @@ func TestResourceManager_ConnsPerAddress(t *testing.T) {
 		t.Fatalf("a peer at another address was refused: %v", err)
 	}
 	waitFor(t, 20*time.Second, "the server to serve the other peer", func() bool { return friend.holds(claims...) })
-	if n := connsFrom(srv, rcPublic); n != perIPv4 {
-		t.Fatalf("the node holds %d connections from %s, want %d", n, rcPublic, perIPv4)
-	}
 
 	// A private prefix (a LAN, a CGNAT) is limited per prefix (512), not
 	// per address.
@@ -102,8 +99,8 @@ func TestResourceManager_ConnsPerAddress(t *testing.T) {
 	}
 }
 
-// clientHost is a bare libp2p host (no swarm behind it) whose TCP dials
-// leave from src, with no resource manager of its own.
+// clientHost is a libp2p host whose TCP dials leave from src, with no
+// resource manager of its own and no listener.
 func clientHost(t testing.TB, src string, opts ...libp2p.Option) host.Host {
 	t.Helper()
 	h, err := libp2p.New(append(opts,
@@ -126,13 +123,12 @@ func dialerFrom(src string) tcp.DialerForAddr {
 
 // dialFrom opens n libp2p connections (Noise, yamux) from src to target,
 // each as a new peer id, a few at a time, and returns each dial's error.
-// The peers are bare transports, not hosts (a host costs 100 ms to build
-// under the race detector): they refuse every stream the node opens. The
+// The peers are bare transports, not hosts (building a host costs tens of
+// ms under the race detector): they refuse every stream the node opens. The
 // connections stay open until the test ends.
 func dialFrom(t testing.TB, src string, n int, target peer.AddrInfo) []error {
 	t.Helper()
 	errs := make([]error, n)
-	var mu sync.Mutex
 	var wg, refusers sync.WaitGroup
 	// Registered first, so it runs after the connections' Close (cleanups
 	// run last-in first-out), which ends the refusers.
@@ -146,9 +142,7 @@ func dialFrom(t testing.TB, src string, n int, target peer.AddrInfo) []error {
 				if err != nil {
 					continue
 				}
-				mu.Lock()
 				t.Cleanup(func() { _ = c.Close() })
-				mu.Unlock()
 				refusers.Go(func() { // refuse the node's streams until the connection closes
 					for {
 						st, err := c.AcceptStream()
