@@ -135,6 +135,9 @@ type PeerInfo struct {
 type TrustList struct {
 	Mode    string             `json:"mode"` // list or open
 	Trusted []store.TrustEntry `json:"trusted"`
+	// Distrusted are the signers the owner blocked (trust rm): they never
+	// count, whoever vouches for them (VouchedBy).
+	Distrusted []store.TrustEntry `json:"distrusted"`
 }
 
 // Health is the answer of GET /health.

@@ -159,7 +159,7 @@ func TestTrustRoutes(t *testing.T) {
 	a = e.do(http.MethodPut, "/api/trust/"+uid, io.LimitReader(zeros{}, 2<<20))
 	a.wantError(t, 413, "too_large")
 	a = e.get("/api/trust")
-	wantKeys(t, a.body, "mode", "trusted")
+	wantKeys(t, a.body, "mode", "trusted", "distrusted")
 }
 
 func TestSwarmRoutes(t *testing.T) {

@@ -170,7 +170,11 @@ func (n *Node) TrustList(ctx context.Context) (api.TrustList, error) {
 	if err != nil {
 		return api.TrustList{}, err
 	}
-	return api.TrustList{Mode: string(n.store.TrustMode()), Trusted: nonNil(list)}, nil
+	blocked, err := n.store.DistrustList(ctx)
+	if err != nil {
+		return api.TrustList{}, err
+	}
+	return api.TrustList{Mode: string(n.store.TrustMode()), Trusted: nonNil(list), Distrusted: nonNil(blocked)}, nil
 }
 
 // Trust puts uid on the trust list and re-syncs with peers so the signer's

@@ -398,4 +398,9 @@ func TestNode_DistrustSurvivesRestart(t *testing.T) {
 	if res[0].Outcome != store.Rejected || !errors.Is(res[0].Err, store.ErrUntrusted) || n.Store().Trusted(plugin.UID()) {
 		t.Fatalf("write by a distrusted signer after restart: %v %v", res[0].Outcome, res[0].Err)
 	}
+	// The owner sees whom they blocked (GET /api/trust, trust ls).
+	tl, err := n.TrustList(ctx)
+	if err != nil || len(tl.Distrusted) != 1 || tl.Distrusted[0].UID != plugin.UID() {
+		t.Fatalf("distrusted in the trust list: %+v %v", tl.Distrusted, err)
+	}
 }

@@ -200,6 +200,38 @@ func (s *Store) TrustList(ctx context.Context) ([]TrustEntry, error) {
 	return out, nil
 }
 
+// DistrustList lists the signers the owner blocked (Source "distrusted"),
+// with when and why, and the trusted vouchers whose vouches the block
+// overrides (VouchedBy): what trust ls must show for an owner to review
+// whom they blocked.
+func (s *Store) DistrustList(ctx context.Context) ([]TrustEntry, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	v := s.trust.Load()
+	var out []TrustEntry
+	for uid, r := range v.list {
+		if !v.blocked(uid) {
+			continue
+		}
+		e := TrustEntry{UID: uid, Source: "distrusted", Note: r.note, Added: r.added}
+		for voucher, set := range v.vouches {
+			if _, ok := set[uid]; !ok {
+				continue
+			}
+			// One hop, as in TrustList: only the own uid's and directly
+			// trusted signers' vouches would count.
+			if r, listed := v.list[voucher]; voucher == v.own || (listed && r.state == stateTrusted) {
+				e.VouchedBy = append(e.VouchedBy, voucher)
+			}
+		}
+		slices.Sort(e.VouchedBy)
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b TrustEntry) int { return strings.Compare(a.UID, b.UID) })
+	return out, nil
+}
+
 // ErrOwnUID refuses to distrust the node's own uid (it wraps ErrBadUID).
 var ErrOwnUID = fmt.Errorf("%w: this node's own uid is always trusted", ErrBadUID)
 

@@ -166,6 +166,20 @@ func TestTrust_Vouches(t *testing.T) {
 	if _, ok := entry(list, y.UID()); ok {
 		t.Fatal("a distrusted uid is listed as trusted")
 	}
+	// The owner can review the block and the vouch it overrides.
+	blocked, err := s.DistrustList(ctx)
+	if err != nil || len(blocked) != 1 {
+		t.Fatalf("distrust list=%+v %v, want y only", blocked, err)
+	}
+	if e := blocked[0]; e.UID != y.UID() || e.Source != "distrusted" || e.Added.IsZero() || len(e.VouchedBy) != 1 || e.VouchedBy[0] != v.UID() {
+		t.Fatalf("distrusted entry=%+v, want y vouched by v", e)
+	}
+	if err := s.Trust(ctx, y.UID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if blocked, _ := s.DistrustList(ctx); len(blocked) != 0 {
+		t.Fatalf("distrust list after trusting again=%+v", blocked)
+	}
 }
 
 func TestTrust_OpenModeBlocks(t *testing.T) {

@@ -219,7 +219,7 @@ const (
 // TrustEntry is one signer this node accepts, and why.
 type TrustEntry struct {
 	UID       string    `json:"uid"`
-	Source    string    `json:"source"` // "own", "list" or "vouch"
+	Source    string    `json:"source"` // "own", "list" or "vouch"; "distrusted" in Store.DistrustList
 	VouchedBy []string  `json:"vouchedBy,omitempty"`
 	Note      string    `json:"note,omitempty"`
 	Added     time.Time `json:"added,omitzero"`
