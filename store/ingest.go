@@ -35,6 +35,7 @@ type batch struct {
 	sync    []syncOp        // sync set changes, in order
 	events  []streamEvent   // events written in this batch, for the subscribers
 	evRows  []driver.Value  // event rows (key, data) not yet written: they go in multi-row inserts
+	tRows   []driver.Value  // truth rows decided but not yet written (8 values each), see flushTruthRows
 	claims  int             // claims that reached the writer
 
 	startView    *trustView
@@ -259,6 +260,9 @@ func (w *writer) ingest(b *batch, r *request) error {
 			// is verified before it can link, become a row or be answered.
 			stored := false
 			if oi >= 0 && rows[oi].id == id {
+				if err := w.flushTruthRows(b); err != nil { // the stored row may be one of this batch's
+					return err
+				}
 				if stored, err = w.storedSig(k, pid, c.Sig[:]); err != nil {
 					return err
 				}
@@ -294,8 +298,11 @@ func (w *writer) ingest(b *batch, r *request) error {
 			}
 		}
 		w.lastSeq++
-		if _, err := w.tUpsert.exec(c.CID, c.Key, pid, sqlValue(c), int64(c.TS), c.Sig[:], id[:], w.lastSeq); err != nil {
-			return err
+		b.tRows = append(b.tRows, c.CID, c.Key, pid, sqlValue(c), int64(c.TS), c.Sig[:], r.ids[i][:], w.lastSeq)
+		if len(b.tRows) >= 8*rowsPerStmt {
+			if err := w.flushTruthRows(b); err != nil {
+				return err
+			}
 		}
 		res.Outcome, res.Stored = Accepted, true
 		if oi >= 0 {
@@ -321,7 +328,21 @@ func (w *writer) ingest(b *batch, r *request) error {
 			}
 		}
 	}
-	return nil
+	return w.flushTruthRows(b)
+}
+
+// flushTruthRows writes the truth rows ingest decided. Every outcome is
+// decided in Go from the rows b.load read (which never reads a key with a
+// row still buffered: such a key is in b.rows), so the rows go in
+// multi-row upserts, in order (a second row for the same (cid, key, pid)
+// updates the first, as one statement per row would). Nothing reads the
+// claim table between ingest's decision and this flush except storedSig,
+// which flushes first.
+func (w *writer) flushTruthRows(b *batch) error {
+	err := execRows(w.tUpsertN, w.tUpsert, 8, b.tRows)
+	clear(b.tRows)
+	b.tRows = b.tRows[:0]
+	return err
 }
 
 // storedSig reports whether the stored row (k, pid) carries sig.

@@ -89,7 +89,7 @@ type writer struct {
 
 	// truth statements
 	tSelRows, tSelRow, tSelCid, tUpsert, tInsPrincipal, tSetGroup, tSetMeta, tSetCounts, tSetTrust *rawStmt
-	tSelSig, tAddEdge, tEdgesOf, tEdgesBy                                                          *rawStmt
+	tSelSig, tAddEdge, tEdgesOf, tEdgesBy, tUpsertN                                                *rawStmt
 	// cache statements
 	cGet, cPut, cPutN, cDel, cRange, cDelRange, cCBP, cCBPN, cSelCBP, cFTSIns, cFTSUpd, cFTSDel, cLocalBy, cLocalGet, cLocalPut, cLocalDel, cHay, cEvCut *rawStmt
 }
@@ -141,6 +141,8 @@ func (w *writer) prepare() error {
 		{&w.tSelRow, &w.t, `SELECT value, ts, id FROM claim WHERE cid = ? AND key = ? AND pid = ?`},
 		{&w.tSelCid, &w.t, `SELECT key, pid, value, ts, id FROM claim WHERE cid = ?`},
 		{&w.tUpsert, &w.t, `INSERT INTO claim(cid, key, pid, value, ts, sig, id, seq) VALUES(?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT(cid, key, pid) DO UPDATE SET value = excluded.value, ts = excluded.ts, sig = excluded.sig, id = excluded.id, seq = excluded.seq`},
+		{&w.tUpsertN, &w.t, `INSERT INTO claim(cid, key, pid, value, ts, sig, id, seq) VALUES` + multiValues(rowsPerStmt, 8) + `
 			ON CONFLICT(cid, key, pid) DO UPDATE SET value = excluded.value, ts = excluded.ts, sig = excluded.sig, id = excluded.id, seq = excluded.seq`},
 		{&w.tInsPrincipal, &w.t, `INSERT INTO principal(uid) VALUES(?)`},
 		{&w.tSetGroup, &w.t, `INSERT INTO cid_group(cid, rid) VALUES(?, ?) ON CONFLICT(cid) DO UPDATE SET rid = excluded.rid`},
