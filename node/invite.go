@@ -175,7 +175,7 @@ func (n *Node) Invite(ctx context.Context, ttl time.Duration) (api.InviteRespons
 // another node pairs; the joiner's node uid is trusted and a re-sync starts
 // so its claims come in. A joiner retrying with its own token pairs again.
 func (n *Node) answerPair(ctx context.Context, uid string, token []byte) swarm.PairAnswer {
-	refuse := swarm.PairAnswer{Message: "unknown, used or expired invite: ask for a new code (metanode invite)"}
+	refuse := swarm.PairAnswer{Message: "unknown, used or expired invite: ask the other home for a new code (it runs metanode invite)"}
 	if n.cfg.DataDir == "" {
 		return refuse
 	}

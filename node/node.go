@@ -112,18 +112,10 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		return fmt.Errorf("open node: %w", err)
 	}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	steps := []struct {
-		name string
-		open func(context.Context) error
-	}{
-		{"store", n.openStore},
-		{"swarm", n.openSwarm},
-		{"watcher", n.openWatcher},
-		{"api", n.openAPI},
-	}
-	for _, s := range steps {
-		if err := s.open(ctx); err != nil {
-			return fmt.Errorf("open %s: %w", s.name, err)
+	// Each component names itself in its errors ("open swarm: …").
+	for _, open := range []func(context.Context) error{n.openStore, n.openSwarm, n.openWatcher, n.openAPI} {
+		if err := open(ctx); err != nil {
+			return err
 		}
 	}
 	n.wg.Go(n.relayTrustChanges)
