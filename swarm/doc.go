@@ -13,7 +13,7 @@
 // the gossip reader and a few store workers (verified gossip → Store), the
 // sync scheduler (owns the sync sessions it starts, at most a few at a
 // time), the DHT provider (rate-bounded), the bootstrap redialer and the
-// connector (mDNS peers, blocked peers). libp2p runs the stream handlers
+// connector (mDNS peers, redials of LAN peers that dropped, blocked peers). libp2p runs the stream handlers
 // (inbound sync sessions, bounded in all, per peer and in time, see
 // guard.go; fetch and pair requests, bounded in time) and the topic
 // validator on its own goroutines;

@@ -17,8 +17,9 @@ import (
 // mDNS for real: two nodes with MDNS on, listening on 127.0.0.1 with no
 // bootstrap peer, find each other by multicast (_metanode._udp on lo, in a
 // private network namespace: the machine's lo has no MULTICAST flag),
-// connect, and a claim written on one reaches the other's store. Then the
-// other kinds of neighbour a LAN can hold:
+// connect, and a claim written on one reaches the other's store; when their
+// connection drops they reconnect. Then the other kinds of neighbour a LAN
+// can hold:
 //   - a node with another swarm name, no key, connects and reconciles
 //     (protocols.md: the name separates gossip and DHT lookups only);
 //   - a node with another swarm key hears the same mDNS service and dials,
@@ -45,6 +46,18 @@ func TestMDNS_Netns(t *testing.T) {
 	first := signMany(w, 0, 3, ts)
 	a.submit(t, first)
 	waitFor(t, 20*time.Second, "a's claims in b's store", func() bool { return b.holds(first...) })
+
+	// mDNS reports a peer once per record TTL (most of an hour): a dropped
+	// connection between two LAN-only homes comes back by the connector's
+	// redial (lan.go), not by discovery.
+	_ = a.sw.Host().Network().ClosePeer(b.id)
+	_ = b.sw.Host().Network().ClosePeer(a.id)
+	waitFor(t, 30*time.Second, "a and b to reconnect after their connection dropped", func() bool {
+		return connected(a, b) && connected(b, a)
+	})
+	second := signMany(w, 10, 2, ts+10)
+	b.submit(t, second)
+	waitFor(t, 20*time.Second, "b's claims in a's store after the reconnection", func() bool { return a.holds(second...) })
 
 	other := newNode(t, nodeOpt{swarm: func(c *swarm.Config) { c.MDNS, c.Name = true, "other" }})
 	waitFor(t, 30*time.Second, "a node of another swarm name to connect and reconcile", func() bool {

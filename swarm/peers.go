@@ -416,8 +416,11 @@ func (s *Swarm) onDisconnected(c network.Conn) {
 	s.meshMu.Unlock()
 }
 
-// runConnector dials peers found by mDNS and disconnects blocked peers.
+// runConnector dials peers found by mDNS, redials those it reached once
+// when they drop (lan.go), and disconnects blocked peers.
 func (s *Swarm) runConnector(ctx context.Context) {
+	t := time.NewTicker(lanCheck)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -425,12 +428,18 @@ func (s *Swarm) runConnector(ctx context.Context) {
 		case p := <-s.kickCh:
 			_ = s.host.Network().ClosePeer(p)
 		case ai := <-s.foundCh:
-			if ai.ID == s.host.ID() || s.host.Network().Connectedness(ai.ID) == network.Connected {
+			if ai.ID == s.host.ID() {
 				continue
 			}
-			if err := s.dial(ctx, ai); err != nil {
-				s.log.Debug("mdns peer unreachable", "peer", ai.ID, "err", err)
+			if s.host.Network().Connectedness(ai.ID) != network.Connected {
+				if err := s.dial(ctx, ai); err != nil {
+					s.log.Debug("mdns peer unreachable", "peer", ai.ID, "err", err)
+					continue
+				}
 			}
+			s.lan.add(ai, time.Now())
+		case <-t.C:
+			s.redialLAN(ctx)
 		}
 	}
 }

@@ -197,6 +197,7 @@ type Swarm struct {
 	mesh   map[peer.ID]struct{} // our gossipsub mesh on the topic (from the tracer)
 
 	provQueue     provideQueue
+	lan           lanPeers // LAN peers mDNS found and the node reached (lan.go)
 	refused       *refusedSet
 	penalties     *penaltyBox
 	limiter       *keyedLimiter[peer.ID] // new gossip claims per peer
