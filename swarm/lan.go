@@ -101,8 +101,13 @@ func (l *lanPeers) len() int {
 }
 
 // redialLAN dials, one at a time, the LAN peers whose connection dropped.
-// Blocked peers wait (and are forgotten if they stay blocked).
+// Blocked peers wait (and are forgotten if they stay blocked). A node at
+// the connection manager's low water has peers enough: redialing there
+// would undo its trims.
 func (s *Swarm) redialLAN(ctx context.Context) {
+	if len(s.host.Network().Peers()) >= max(1, s.cfg.MaxConns*3/4) {
+		return
+	}
 	connected := func(p peer.ID) bool { return s.host.Network().Connectedness(p) == network.Connected }
 	for _, ai := range s.lan.due(time.Now(), connected) {
 		if s.penalties.isBlocked(ai.ID) {
