@@ -207,7 +207,7 @@ func (w *writer) setField(b *batch, rid, key, old string, hadOld bool, v string,
 	k := fieldKey(rid, key)
 	typ := "set"
 	if has {
-		if _, err := w.cPut.exec(k, v); err != nil {
+		if err := w.putKV(k, v); err != nil {
 			return err
 		}
 		w.schemaAdd(key, v, 1)

@@ -133,25 +133,13 @@ type streamEvent struct {
 func (w *writer) emit(b *batch, st Stream, typ string, data []byte) error {
 	e := w.ev[st]
 	id := e.next(b.nowMS)
-	b.evRows = append(b.evRows, evPrefix(st)+id, string(data))
-	if len(b.evRows) >= 2*rowsPerStmt {
-		if err := w.flushEventRows(b); err != nil {
-			return err
-		}
+	if err := w.putKV(evPrefix(st)+id, string(data)); err != nil {
+		return err
 	}
 	e.count++
 	b.events = append(b.events, streamEvent{st, Event{ID: id, Type: typ, Data: data}})
 	w.s.met.events.WithLabelValues(string(st)).Inc()
 	return nil
-}
-
-// flushEventRows writes the batch's buffered event rows. It runs before
-// anything in the transaction reads or deletes event rows.
-func (w *writer) flushEventRows(b *batch) error {
-	err := execRows(w.cPutN, w.cPut, 2, b.evRows)
-	clear(b.evRows)
-	b.evRows = b.evRows[:0]
-	return err
 }
 
 func (w *writer) emitMeta(b *batch, typ, key string) error {
@@ -161,7 +149,7 @@ func (w *writer) emitMeta(b *batch, typ, key string) error {
 // finishEvents trims each stream to its retention (in chunks, so a trim
 // is not paid per event) and records the high-water marks.
 func (w *writer) finishEvents(b *batch) error {
-	if err := w.flushEventRows(b); err != nil {
+	if err := w.flushKV(); err != nil { // before the commit
 		return err
 	}
 	keep := int64(w.s.cfg.EventRetention)

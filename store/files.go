@@ -135,9 +135,6 @@ func (w *writer) applyFiles(b *batch, r *request) error {
 				return err
 			}
 			w.files, w.fileSize = 0, 0
-			if err := w.flushEventRows(b); err != nil {
-				return err
-			}
 			if _, err := w.cDelRange.exec(evPrefix(StreamFiles), evEnd(StreamFiles)); err != nil {
 				return err
 			}

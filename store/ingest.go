@@ -34,7 +34,6 @@ type batch struct {
 	cbp     []cbpRow        // new claim_by_pid rows
 	sync    []syncOp        // sync set changes, in order
 	events  []streamEvent   // events written in this batch, for the subscribers
-	evRows  []driver.Value  // event rows (key, data) not yet written: they go in multi-row inserts
 	tRows   []driver.Value  // truth rows decided but not yet written (8 values each), see flushTruthRows
 	claims  int             // claims that reached the writer
 
@@ -47,6 +46,7 @@ type batch struct {
 }
 
 func newBatch(w *writer) *batch {
+	w.dropKV() // a failed cache transaction's leftovers, should any remain
 	return &batch{
 		w:         w,
 		rows:      map[ck][]row{},

@@ -22,11 +22,14 @@ type rawConn struct {
 	stmts []*rawStmt
 }
 
-// rawStmt is a prepared statement with a reusable argument slice.
+// rawStmt is a prepared statement with a reusable argument slice. before,
+// when set, runs first at every use (the cache's reads and deletes of kv
+// write the buffered kv upserts first).
 type rawStmt struct {
-	st   driver.Stmt
-	args []driver.NamedValue
-	sql  string
+	st     driver.Stmt
+	args   []driver.NamedValue
+	sql    string
+	before func() error
 }
 
 var bg = context.Background()
@@ -76,6 +79,11 @@ func (p *rawStmt) clear() {
 
 // exec runs the statement and returns the number of rows changed.
 func (p *rawStmt) exec(vals ...driver.Value) (int64, error) {
+	if p.before != nil {
+		if err := p.before(); err != nil {
+			return 0, err
+		}
+	}
 	p.bind(vals)
 	res, err := p.st.(driver.StmtExecContext).ExecContext(bg, p.args)
 	p.clear()
@@ -87,6 +95,11 @@ func (p *rawStmt) exec(vals ...driver.Value) (int64, error) {
 
 // execID runs an insert and returns the new rowid.
 func (p *rawStmt) execID(vals ...driver.Value) (int64, error) {
+	if p.before != nil {
+		if err := p.before(); err != nil {
+			return 0, err
+		}
+	}
 	p.bind(vals)
 	res, err := p.st.(driver.StmtExecContext).ExecContext(bg, p.args)
 	p.clear()
@@ -100,6 +113,11 @@ func (p *rawStmt) execID(vals ...driver.Value) (int64, error) {
 // between rows, so fn must copy what it keeps (strings and []byte values
 // the driver returns are already copies).
 func (p *rawStmt) query(fn func(dest []driver.Value) error, vals ...driver.Value) error {
+	if p.before != nil {
+		if err := p.before(); err != nil {
+			return err
+		}
+	}
 	p.bind(vals)
 	rows, err := p.st.(driver.StmtQueryContext).QueryContext(bg, p.args)
 	p.clear()
@@ -127,6 +145,11 @@ func (p *rawStmt) query(fn func(dest []driver.Value) error, vals ...driver.Value
 // one runs a query expected to return at most one row; ok is false when
 // there was none.
 func (p *rawStmt) one(dest []driver.Value, vals ...driver.Value) (bool, error) {
+	if p.before != nil {
+		if err := p.before(); err != nil {
+			return false, err
+		}
+	}
 	p.bind(vals)
 	rows, err := p.st.(driver.StmtQueryContext).QueryContext(bg, p.args)
 	p.clear()

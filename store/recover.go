@@ -277,7 +277,7 @@ func (w *writer) catchUpFrom(ctx context.Context, applied int64) error {
 		return w.finishCache(b)
 	}()
 	if err != nil {
-		_ = w.c.exec("ROLLBACK")
+		w.rollbackCache()
 		w.reloadCacheCounters()
 		return fmt.Errorf("catch up: %w", err)
 	}
@@ -297,7 +297,7 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 	defer func() {
 		if err != nil {
 			if inTx {
-				_ = w.c.exec("ROLLBACK")
+				w.rollbackCache()
 			}
 			w.cacheBehind = true
 			err = fmt.Errorf("rebuild cache: %w", err)
@@ -499,7 +499,7 @@ func (w *writer) runClear(r *request) {
 		return w.finishCache(b)
 	}()
 	if err != nil {
-		_ = w.c.exec("ROLLBACK")
+		w.rollbackCache()
 		w.cacheBehind = true
 		w.reloadCacheCounters()
 		reply([]*request{r}, fmt.Errorf("%w: clear: %v", ErrUnavailable, err))

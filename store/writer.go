@@ -84,6 +84,16 @@ type writer struct {
 
 	ev map[Stream]*evState
 
+	// kvRows are kv upserts (key, value) of the cache transaction not yet
+	// written: merged values and event rows go in multi-row statements.
+	// Every statement that reads or deletes kv rows writes them first (its
+	// before hook), so the transaction reads what it wrote, in order; the
+	// commit follows finishEvents, which writes them; a rollback drops
+	// them (rollbackCache). Only merged values (file:) and event rows (ev:)
+	// are queued; the single cPut writes other keys, so the order between
+	// the two does not matter.
+	kvRows []driver.Value
+
 	truthNormal   bool // the truth connection runs synchronous=NORMAL now (see setTruthSync)
 	truthUnsynced bool // a NORMAL commit since the last FULL one: its WAL frames await an fsync
 
@@ -183,7 +193,43 @@ func (w *writer) prepare() error {
 		}
 		*p.dst = st
 	}
+	for _, st := range []*rawStmt{w.cGet, w.cDel, w.cRange, w.cDelRange, w.cHay, w.cEvCut} {
+		st.before = w.flushKV
+	}
 	return nil
+}
+
+// putKV queues a kv upsert (see kvRows).
+func (w *writer) putKV(k, v string) error {
+	w.kvRows = append(w.kvRows, k, v)
+	if len(w.kvRows) >= 2*rowsPerStmt {
+		return w.flushKV()
+	}
+	return nil
+}
+
+// rollbackCache ends a failed cache transaction and drops its queued kv
+// upserts (the next statement with a before hook would write them outside
+// any transaction).
+func (w *writer) rollbackCache() {
+	w.dropKV()
+	_ = w.c.exec("ROLLBACK")
+}
+
+func (w *writer) dropKV() {
+	clear(w.kvRows)
+	w.kvRows = w.kvRows[:0]
+}
+
+// flushKV writes the queued kv upserts.
+func (w *writer) flushKV() error {
+	if len(w.kvRows) == 0 {
+		return nil
+	}
+	err := execRows(w.cPutN, w.cPut, 2, w.kvRows)
+	clear(w.kvRows)
+	w.kvRows = w.kvRows[:0]
+	return err
 }
 
 // loop serves requests until the store's context ends. Whatever is queued
@@ -286,7 +332,7 @@ func (w *writer) run(reqs []*request) {
 		s.trust.Store(w.view)
 	}
 	if err := w.applyPhase(b, reqs); err != nil {
-		_ = w.c.exec("ROLLBACK")
+		w.rollbackCache()
 		w.cacheBehind = true
 		w.syncPending = append(w.syncPending, ops...) // applied once the catch-up commits
 		w.reloadCacheCounters()
