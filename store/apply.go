@@ -106,7 +106,7 @@ func (w *writer) finishCache(b *batch) error {
 		if b.lost[rid] {
 			continue
 		}
-		if err := w.updateFTS(rid); err != nil {
+		if err := w.updateFTS(b, rid); err != nil {
 			return err
 		}
 	}
@@ -222,6 +222,9 @@ func (w *writer) setField(b *batch, rid, key, old string, hadOld bool, v string,
 	}
 	if isHaystack(key) {
 		b.fts[rid] = true
+		if b.created[rid] {
+			b.setHay(rid, key, v, has)
+		}
 	}
 	return w.emitMeta(b, typ, k)
 }
@@ -421,7 +424,13 @@ func (w *writer) refreshLocal(b *batch, rid string) error {
 }
 
 // updateFTS rewrites a record's search row: its haystack fields and rid.
-func (w *writer) updateFTS(rid string) error {
+// A record created in this batch has no search row yet, and its haystack
+// fields are the ones setField wrote in this batch (b.hay): neither is
+// read back.
+func (w *writer) updateFTS(b *batch, rid string) error {
+	if b.created[rid] {
+		return w.insertFTS(rid, haystack(rid, b.hay[rid]))
+	}
 	vals := map[string]string{}
 	args := make([]driver.Value, len(haystackKeys))
 	for i, k := range haystackKeys {
@@ -450,6 +459,11 @@ func (w *writer) updateFTS(rid string) error {
 			return err
 		}
 	}
+	return w.insertFTS(rid, hay)
+}
+
+// insertFTS adds a record's search row and its idx:fts/ rowid.
+func (w *writer) insertFTS(rid, hay string) error {
 	rowid, err := w.cFTSIns.execID(rid, hay)
 	if err != nil {
 		return err

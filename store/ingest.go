@@ -37,6 +37,8 @@ type batch struct {
 	tRows   []driver.Value  // truth rows decided but not yet written (8 values each), see flushTruthRows
 	claims  int             // claims that reached the writer
 
+	hay map[string]map[string]string // haystack fields of rids created in this batch, as setField wrote them
+
 	startView    *trustView
 	viewCloned   bool
 	viewChanged  bool // the list or the vouches changed
@@ -59,6 +61,27 @@ func newBatch(w *writer) *batch {
 		fts:       map[string]bool{},
 		startView: w.view,
 		nowMS:     w.s.cfg.Now().UnixMilli(),
+	}
+}
+
+// setHay records a haystack field setField wrote for a record created in
+// this batch (has false: deleted).
+func (b *batch) setHay(rid, key, v string, has bool) {
+	m := b.hay[rid]
+	if m == nil {
+		if !has {
+			return
+		}
+		if b.hay == nil {
+			b.hay = map[string]map[string]string{}
+		}
+		m = map[string]string{}
+		b.hay[rid] = m
+	}
+	if has {
+		m[key] = v
+	} else {
+		delete(m, key)
 	}
 }
 
