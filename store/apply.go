@@ -22,6 +22,7 @@ func (w *writer) applyPhase(b *batch, reqs []*request) error {
 	if err := w.c.exec("BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
+	w.recomputeInFull(b)
 	for _, rid := range sortedKeys(b.lost) {
 		if err := w.dropRecord(b, rid); err != nil {
 			return err
@@ -282,8 +283,14 @@ func (w *writer) fields(rid string) (map[string]string, error) {
 // recompute merges a whole record from truth and writes the difference
 // with the cache (with events when events is set).
 func (w *writer) recompute(b *batch, rid string, events bool) error {
-	want, err := w.computeRecord(rid)
+	want, described, err := w.computeRecord(rid)
 	if err != nil {
+		return err
+	}
+	if !described {
+		return w.hideRecord(b, rid)
+	}
+	if err := w.unhide(rid); err != nil {
 		return err
 	}
 	have, err := w.fields(rid)
@@ -324,21 +331,26 @@ func (w *writer) recompute(b *batch, rid string, events bool) error {
 }
 
 // computeRecord merges every key of a record from truth: the merged view
-// of its votes, its cids, and the box-local fields.
-func (w *writer) computeRecord(rid string) (map[string]string, error) {
+// of its votes, its cids, and the box-local fields; and whether the group
+// is described at all (hidden.go).
+func (w *writer) computeRecord(rid string) (map[string]string, bool, error) {
 	cids := w.s.groups.cidsOf(rid)
 	byKey := map[string][]row{}
+	var pids []int64
 	for _, cid := range cids {
 		err := w.tSelCid.query(func(d []driver.Value) error {
-			k := asString(d[0])
+			k, pid := asString(d[0]), asInt(d[1])
+			if len(pids) == 0 || pids[len(pids)-1] != pid {
+				pids = append(pids, pid)
+			}
 			if IsLinkKey(k) {
 				return nil
 			}
-			byKey[k] = append(byKey[k], rowFromValue(asInt(d[1]), d[2], asInt(d[3]), asID(d[4])))
+			byKey[k] = append(byKey[k], rowFromValue(pid, d[2], asInt(d[3]), asID(d[4])))
 			return nil
 		}, cid)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	fields := make(map[string]string, len(byKey)+len(cids)+3)
@@ -352,7 +364,7 @@ func (w *writer) computeRecord(rid string) (map[string]string, error) {
 	}
 	lf, ok, err := w.localFile(cids)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if ok {
 		fields["filePath"] = lf.Path
@@ -361,7 +373,7 @@ func (w *writer) computeRecord(rid string) (map[string]string, error) {
 			fields["sizeByte"] = strconv.FormatInt(lf.Size, 10)
 		}
 	}
-	return fields, nil
+	return fields, w.described(pids, ok), nil
 }
 
 // localFile returns the lexicographically first local file holding one of
@@ -392,6 +404,11 @@ func (w *writer) refreshLocal(b *batch, rid string) error {
 	lf, ok, err := w.localFile(cids)
 	if err != nil {
 		return err
+	}
+	if !ok || w.hidden[rid] {
+		// Its last local file is gone (claims may describe it, or
+		// nothing), or a file brings a hidden group back.
+		return w.recompute(b, rid, true)
 	}
 	want := map[string]string{}
 	if ok {

@@ -120,6 +120,9 @@ func (w *writer) loadCacheState() (cacheState, error) {
 	applied, cs.hasApplied = meta["meta:applied_seq"]
 	cs.applied = parseInt(applied)
 	w.records = parseInt(meta["idx:count/records"])
+	if err := w.loadHidden(); err != nil {
+		return cs, err
+	}
 	w.recordsSaved = -1
 	if v, ok := meta["idx:count/records"]; ok {
 		w.recordsSaved = parseInt(v)
@@ -331,6 +334,7 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 	}
 	inTx = false
 	w.records = 0
+	clear(w.hidden)
 	clear(w.schema)
 	w.forgetSavedCounters()
 	w.ev[StreamMeta].count = 0
@@ -387,8 +391,13 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 
 // writeRecord writes a record's rows during a rebuild: no diff, no events.
 func (w *writer) writeRecord(rid string) error {
-	fields, err := w.computeRecord(rid)
+	fields, described, err := w.computeRecord(rid)
 	if err != nil {
+		return err
+	}
+	if !described {
+		w.hidden[rid] = true
+		_, err := w.cPut.exec("idx:hidden/"+rid, "1")
 		return err
 	}
 	if _, err := w.cPut.exec("idx:roots/"+rid, "1"); err != nil {
@@ -485,6 +494,7 @@ func (w *writer) runClear(r *request) {
 			}
 		}
 		w.records, w.files, w.fileSize = 0, 0, 0
+		clear(w.hidden)
 		w.forgetSavedCounters()
 		for p := range w.schema {
 			w.schemaDirty[p] = true

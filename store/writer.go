@@ -74,6 +74,7 @@ type writer struct {
 	policySaved         string // the trust mode and own uid truth was last opened with (meta trust_policy)
 	live, tomb          int64
 	records             int64
+	hidden              map[string]bool // groups that are not records now (hidden.go)
 	files, fileSize     int64
 	schema              map[string]*[4]int64 // path → counts by type (string, int, float, bool)
 	schemaDirty         map[string]bool
@@ -115,7 +116,7 @@ func (s *Store) runWriter(openCtx context.Context, tconn, cconn *sql.Conn, truth
 	booted := false
 	err := tconn.Raw(func(tdc any) error {
 		return cconn.Raw(func(cdc any) error {
-			w := &writer{s: s, t: rawConn{c: tdc.(driver.Conn)}, c: rawConn{c: cdc.(driver.Conn)}, truthPath: truthPath}
+			w := &writer{s: s, t: rawConn{c: tdc.(driver.Conn)}, c: rawConn{c: cdc.(driver.Conn)}, truthPath: truthPath, hidden: map[string]bool{}}
 			defer w.t.closeStmts()
 			defer w.c.closeStmts()
 			if err := w.prepare(); err != nil {
