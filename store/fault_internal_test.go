@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -112,5 +113,42 @@ func TestSyncSetAfterCacheCommit(t *testing.T) {
 	}
 	if rec, err := s.Record(ctx, testCID(2), ""); err != nil || rec.Fields["title"] != "two" {
 		t.Fatalf("record after catch-up: %v %v", rec.Fields, err)
+	}
+}
+
+// TestCacheRollbackDropsQueuedRows: merged values and event rows wait in a
+// queue until a statement reads or deletes kv rows or the commit; a failed
+// cache transaction must drop the queue, or the catch-up's first read
+// would write the rolled-back rows outside any transaction.
+func TestCacheRollbackDropsQueuedRows(t *testing.T) {
+	ctx := context.Background()
+	s := openQuiet(t)
+	sg, _ := GenerateSigner()
+	boom := errors.New("disk on fire")
+	s.failCache = func() error { return boom }
+	for i := range 2 { // the second one's catch-up fails too
+		c := sg.Text(testCID(10+i), "title", "x", 1)
+		if _, err := s.Submit(ctx, []Claim{c}, SubmitOptions{}); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("submit %d with a failing cache: %v", i, err)
+		}
+	}
+	db, err := sql.Open("sqlite", "file:"+s.cfg.CachePath+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM kv WHERE (k >= 'file:' AND k < 'file;') OR (k >= 'ev:' AND k < 'ev;')`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d merged or event rows of rolled-back cache transactions were written", n)
+	}
+	s.failCache = nil
+	if _, err := s.Submit(ctx, []Claim{sg.Text(testCID(12), "title", "y", 1)}, SubmitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.Record(ctx, testCID(10), ""); err != nil || rec.Fields["title"] != "x" {
+		t.Fatalf("record after the catch-up: %v %v", rec.Fields, err)
 	}
 }
