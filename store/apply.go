@@ -27,6 +27,9 @@ func (w *writer) applyPhase(b *batch, reqs []*request) error {
 		if err := w.dropRecord(b, rid); err != nil {
 			return err
 		}
+		if err := w.unhide(rid); err != nil { // a hidden group joined another
+			return err
+		}
 	}
 	if err := w.insertCBP(b.cbp); err != nil {
 		return err

@@ -152,3 +152,28 @@ func TestCacheRollbackDropsQueuedRows(t *testing.T) {
 		t.Fatalf("record after the catch-up: %v %v", rec.Fields, err)
 	}
 }
+
+// TestRecheckOnCIDWithoutGroup: a claim Submit passed unverified because it
+// looked stored, whose cid has no group by the time the writer sees it (a
+// Clear ran in between), is verified before it can make a record: a
+// forged copy leaves no group behind.
+func TestRecheckOnCIDWithoutGroup(t *testing.T) {
+	ctx := context.Background()
+	s := openQuiet(t)
+	sg, _ := GenerateSigner()
+	c := sg.Text(testCID(7), "title", "forged", 1)
+	c.Sig[0] ^= 0xff
+	r := &request{kind: reqSubmit, claims: []Claim{c}, ids: []ID{c.ID()}, results: make([]Result, 1), recheck: []bool{true}}
+	if err := s.do(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if r.results[0].Outcome != Rejected || !errors.Is(r.results[0].Err, ErrBadSignature) {
+		t.Fatalf("forged recheck claim: %v %v", r.results[0].Outcome, r.results[0].Err)
+	}
+	if ok, _ := s.HasCID(ctx, testCID(7)); ok {
+		t.Fatal("a rejected claim made a group")
+	}
+	if st, _ := s.Stats(ctx); st.Records != 0 {
+		t.Fatalf("records=%d after a rejected claim", st.Records)
+	}
+}

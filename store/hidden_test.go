@@ -132,6 +132,12 @@ func TestRecord_HiddenComesBackWithAClaimOrAFile(t *testing.T) {
 	if st, _ := s.Stats(ctx); st.Records != 1 {
 		t.Fatalf("records=%d, want 1", st.Records)
 	}
+	// A hidden group that loses a join leaves nothing behind (A's rid is
+	// the older one and survives).
+	submit(t, s, a.Text(cidA, "cids/"+cidB, "true", 3))
+	if r := record(t, s, cidB); r.RID != record(t, s, cidA).RID || r.Fields["title"] != "Amber" {
+		t.Fatalf("B linked to A: %s %v", r.RID, r.Fields)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -259,6 +259,15 @@ func (w *writer) ingest(b *batch, r *request) error {
 		peer := isPeerCID(c.CID)
 		if !peer {
 			if _, ok := w.s.groups.ridOf(c.CID); !ok {
+				if r.recheck != nil && r.recheck[i] {
+					// It looked stored, yet its cid has no group (a Clear
+					// ran since): verify it before it makes a record.
+					if err := c.VerifyID(id); err != nil {
+						res.Outcome, res.Err = Rejected, err
+						continue
+					}
+					r.recheck[i] = false
+				}
 				if err := w.newGroup(b, c.CID); err != nil {
 					return err
 				}

@@ -19,8 +19,9 @@ import (
 )
 
 // dumpCache reads every derived row of a cache file that must not depend
-// on how the cache got there: merged rows, cid rows, the record index,
-// counters, claim_by_pid and the search rows (by rid, not rowid).
+// on how the cache got there: merged rows, cid rows, the record index and
+// the hidden groups, counters, claim_by_pid and the search rows (by rid,
+// not rowid).
 func dumpCache(t testing.TB, path string) map[string]string {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
@@ -44,7 +45,8 @@ func dumpCache(t testing.TB, path string) map[string]string {
 		}
 	}
 	q(`SELECT k, v FROM kv WHERE (k >= 'file:' AND k < 'file;') OR (k >= 'cid:' AND k < 'cid;') OR
-		(k >= 'idx:roots/' AND k < 'idx:roots0') OR (k >= 'idx:schema/' AND k < 'idx:schema0') OR (k >= 'idx:count/' AND k < 'idx:count0')`,
+		(k >= 'idx:roots/' AND k < 'idx:roots0') OR (k >= 'idx:hidden/' AND k < 'idx:hidden0') OR
+		(k >= 'idx:schema/' AND k < 'idx:schema0') OR (k >= 'idx:count/' AND k < 'idx:count0')`,
 		func(k, v string) { out[k] = v })
 	q(`SELECT pid || '/' || cid, key FROM claim_by_pid`, func(a, b string) { out["cbp:"+a+"/"+b] = "1" })
 	q(`SELECT rid, hay FROM fts`, func(rid, hay string) { out["fts:"+rid] = hay })
