@@ -68,6 +68,9 @@ func TestClaim_Vectors(t *testing.T) {
 			if err := c.Verify(); err != nil {
 				t.Fatalf("verify: %v", err)
 			}
+			if err := store.VerifyTabled(&c); err != nil {
+				t.Fatalf("verify with a key table: %v", err)
+			}
 
 			// Signing the same claim with the vector's key reproduces the signature.
 			signer, err := store.SignerFromHex(v.PrivateKeyHex)
@@ -198,6 +201,9 @@ func TestClaim_Rejections(t *testing.T) {
 			err := tt.claim.Check(vectorTime, 0)
 			if err == nil {
 				err = tt.claim.Verify()
+				if tabled := store.VerifyTabled(&tt.claim); !errors.Is(tabled, tt.want) || (tt.want == nil && tabled != nil) {
+					t.Fatalf("with a key table: err=%v, want %v", tabled, tt.want)
+				}
 			}
 			if !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
 				t.Fatalf("err=%v, want %v", err, tt.want)

@@ -1,16 +1,15 @@
 package store
 
 import (
+	"errors"
 	"testing"
-
-	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 )
 
 // TestKeyCache_ParsesOnce: a uid's key is parsed once and then served from
 // the cache (the same parsed key), also to Claim.Verify; the cache stays
 // bounded.
 func TestKeyCache_ParsesOnce(t *testing.T) {
-	kc := &keyCache{keys: map[string]*secp256k1.PublicKey{}}
+	kc := newKeyCache(keyTableAfter)
 	sg, err := GenerateSigner()
 	if err != nil {
 		t.Fatal(err)
@@ -31,10 +30,54 @@ func TestKeyCache_ParsesOnce(t *testing.T) {
 		t.Fatalf("a bad uid: %v, %d keys (a bad uid must not be cached)", err, len(kc.keys))
 	}
 	for i := len(kc.keys); i < keyCacheMax; i++ {
-		kc.keys[string(rune(i))] = first // stand-ins: only the count matters
+		kc.keys[string(rune(i))] = &keyEntry{pk: first} // stand-ins: only the count matters
 	}
 	other, _ := GenerateSigner()
 	if _, err := kc.get(other.UID()); err != nil || len(kc.keys) > keyCacheMax {
 		t.Fatalf("past the bound: %v, %d keys cached, bound %d", err, len(kc.keys), keyCacheMax)
+	}
+}
+
+// TestKeyCache_TableForFrequentSigners: a signer's table is built on its
+// tableAfter-th verification, is then used (a valid claim passes, a forged
+// one fails with ErrBadSignature), and no more than keyTablesMax are built.
+func TestKeyCache_TableForFrequentSigners(t *testing.T) {
+	kc := newKeyCache(3)
+	sg, err := GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sg.Text("bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy", "title", "x", 1)
+	e, _ := kc.entry(sg.UID())
+	for i := 1; i <= 3; i++ {
+		if err := kc.verify(&c, c.ID()); err != nil {
+			t.Fatalf("verification %d: %v", i, err)
+		}
+		if built := e.table.Load() != nil; built != (i == 3) {
+			t.Fatalf("after %d verifications: table built %v, want it from the 3rd", i, built)
+		}
+	}
+	if err := kc.verifyWith(&c, c.ID(), false); err != nil {
+		t.Fatalf("plain verification: %v", err)
+	}
+	forged := c
+	forged.Value = []byte("y") // same signature, other payload
+	if err := kc.verify(&forged, forged.ID()); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("forged claim through the table: %v, want ErrBadSignature", err)
+	}
+	if kc.tables.Load() != 1 {
+		t.Fatalf("%d tables counted, want 1", kc.tables.Load())
+	}
+
+	kc.tables.Store(keyTablesMax)
+	other, _ := GenerateSigner()
+	oc := other.Text("bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy", "title", "x", 1)
+	for range 5 {
+		if err := kc.verify(&oc, oc.ID()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if oe, _ := kc.entry(other.UID()); oe.table.Load() != nil || kc.tables.Load() != keyTablesMax {
+		t.Fatalf("a table was built past the bound (%d counted)", kc.tables.Load())
 	}
 }

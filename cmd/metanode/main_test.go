@@ -406,7 +406,7 @@ func TestRun_KeygenAndClaimSign(t *testing.T) {
 func TestRun_BenchVerify(t *testing.T) {
 	r := runCLI(t, nil, nil, "bench", "verify", "--claims", "32", "--duration", "50ms")
 	r.want(t, 0, "bench verify")
-	if !strings.Contains(r.stdout, "claims/s") || !strings.Contains(r.stdout, "claims per CPU-second") {
+	if !strings.Contains(r.stdout, "claims/s") || !strings.Contains(r.stdout, "claims per CPU-second") || !strings.Contains(r.stdout, "verify with key tables: ") {
 		t.Fatalf("bench verify: %q", r.stdout)
 	}
 }
