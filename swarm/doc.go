@@ -11,6 +11,8 @@
 // Concurrency: Open starts the swarm's loops on its own context, each
 // tracked by one WaitGroup: the gossip publisher (batches local claims),
 // the gossip reader and a few store workers (verified gossip → Store), the
+// topic-events watcher (hands each peer that joins the topic to the
+// scheduler, for the sync 2 s after a join), the
 // sync scheduler (owns the sync sessions it starts, at most a few at a
 // time), the DHT provider (rate-bounded), the bootstrap redialer and the
 // connector (mDNS peers, redials of LAN peers that dropped, blocked peers). libp2p runs the stream handlers
@@ -24,4 +26,11 @@
 // every loop, then closes the DHT, pubsub and the host it built, in that
 // order. Shared state (penalties, refused claims, per-peer figures) sits
 // behind small mutexes; nothing holds a lock across I/O.
+//
+// Lock order: the Swarm's own mu comes first. Only Open and Close take it,
+// and they hold it throughout (it serialises them, I/O included); under it
+// Close, and an Open that fails, take hmu (the handler count), and Open
+// takes the penalty box's and the peer figures' mutexes for the peers
+// already connected. No two other locks of this package are ever held
+// together.
 package swarm
