@@ -58,7 +58,7 @@ func dsn(path string, kind dbKind) string {
 		q.Add("_pragma", "wal_autocheckpoint(16000)")
 	case cacheWriter:
 		q.Add("_pragma", "synchronous(normal)")
-		q.Add("_pragma", "cache_size(-24576)")
+		q.Add("_pragma", "cache_size(-16384)")
 		q.Add("_pragma", "wal_autocheckpoint(16000)")
 	case readPool:
 		q.Add("_pragma", "cache_size(-2048)")
