@@ -21,16 +21,8 @@ var _ api.Node = (*Node)(nil)
 // owner distrusted is never trusted this way. Then the batch is stored, and
 // what was stored is published and provided.
 func (n *Node) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.Result, error) {
-	vouches, err := n.trustLocalSigners(ctx, claims)
-	if err != nil {
+	if err := n.trustLocalSigners(ctx, claims); err != nil {
 		return nil, err
-	}
-	if len(vouches) > 0 {
-		res, err := n.store.Submit(ctx, vouches, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})
-		if err != nil {
-			return nil, fmt.Errorf("store vouches: %w", err)
-		}
-		n.share(vouches, res)
 	}
 	res, err := n.store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginLocal})
 	if err != nil {
@@ -40,17 +32,27 @@ func (n *Node) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.
 	return res, nil
 }
 
-// trustLocalSigners trusts the new signers of a local batch and returns the
-// vouch claims to store for them.
-func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) ([]store.Claim, error) {
+// trustLocalSigners trusts the new signers of a local batch and stores and
+// shares the node's vouches for them.
+func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) error {
 	if n.cfg.NoAutoTrust || n.store.TrustMode() != store.TrustList {
-		return nil, nil
+		return nil
+	}
+	if !slices.ContainsFunc(claims, func(c store.Claim) bool { return n.newLocalSigner(c.UID) }) {
+		return nil // the usual batch: no lock, no store read
+	}
+	n.trustMu.Lock()
+	defer n.trustMu.Unlock()
+	// A withdrawal of this node's vouch that came back after a restore must
+	// take effect before a local write could trust the signer again.
+	if _, err := n.reconcileTrustLocked(ctx); err != nil {
+		n.log.Error("trust list check", "err", err)
 	}
 	seen := make(map[string]bool)
 	var vouches []store.Claim
 	for i := range claims {
 		uid := claims[i].UID
-		if seen[uid] || n.store.Trusted(uid) || n.store.Distrusted(uid) {
+		if seen[uid] || !n.newLocalSigner(uid) {
 			continue
 		}
 		// Only a signature that verifies proves the writer holds the key:
@@ -60,13 +62,27 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) ([]s
 		}
 		seen[uid] = true
 		if err := n.store.Trust(ctx, uid, "local writer"); err != nil {
-			return nil, fmt.Errorf("trust local signer %s: %w", uid, err)
+			return fmt.Errorf("trust local signer %s: %w", uid, err)
 		}
 		v := n.identity.Text(n.peerCID, store.VouchPrefix+uid, "true", n.nowMS())
 		vouches = append(vouches, v)
 		n.log.Info("trusted and vouched for a local signer", "uid", uid)
 	}
-	return vouches, nil
+	if len(vouches) == 0 {
+		return nil
+	}
+	res, err := n.store.Submit(ctx, vouches, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})
+	if err != nil {
+		return fmt.Errorf("store vouches: %w", err)
+	}
+	n.share(vouches, res)
+	return nil
+}
+
+// newLocalSigner reports whether auto-trust would trust uid: neither
+// trusted nor blocked by the owner.
+func (n *Node) newLocalSigner(uid string) bool {
+	return !n.store.Trusted(uid) && !n.store.Distrusted(uid)
 }
 
 // share publishes the claims that were newly stored and provides their cids.
@@ -183,6 +199,8 @@ func (n *Node) TrustList(ctx context.Context) (api.TrustList, error) {
 // trust rm for the homes that trust this node too, not only here. Any other
 // uid gets no vouch: trusting another home is this node's decision alone.
 func (n *Node) Trust(ctx context.Context, uid string) error {
+	n.trustMu.Lock()
+	defer n.trustMu.Unlock()
 	if err := n.store.Trust(ctx, uid, "owner"); err != nil {
 		return err
 	}
@@ -194,30 +212,23 @@ func (n *Node) Trust(ctx context.Context, uid string) error {
 }
 
 // revouch signs a new vouch/<uid> when this node's latest vouch claim for
-// uid is a retraction.
+// uid is a withdrawal.
 func (n *Node) revouch(ctx context.Context, uid string) error {
 	if n.store.TrustMode() != store.TrustList {
 		return nil
 	}
-	claims, err := n.store.FetchClaims(ctx, n.peerCID)
+	vouches, err := n.ownVouches(ctx)
 	if err != nil {
 		return fmt.Errorf("vouch again: %w", err)
 	}
-	own, key := n.identity.UID(), store.VouchPrefix+uid
-	for _, c := range claims {
-		if c.UID != own || c.Key != key || c.Kind != store.KindRetraction {
-			continue
-		}
-		// Newer than the retraction, or the store answers stale.
-		v := n.identity.Text(n.peerCID, key, "true", max(n.nowMS(), c.TS+1))
-		res, err := n.store.Submit(ctx, []store.Claim{v}, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})
-		if err != nil {
-			return fmt.Errorf("vouch again: %w", err)
-		}
-		n.share([]store.Claim{v}, res)
-		n.log.Info("vouched again for a signer trusted again", "uid", uid)
+	v, ok := vouches[uid]
+	if !ok || v.live {
 		return nil
 	}
+	if err := n.signVouch(ctx, uid, true, v.ts); err != nil {
+		return fmt.Errorf("vouch again: %w", err)
+	}
+	n.log.Info("vouched again for a signer trusted again", "uid", uid)
 	return nil
 }
 
@@ -225,6 +236,8 @@ func (n *Node) revouch(ctx context.Context, uid string) error {
 // vouch (a signed retraction of vouch/<uid>), so other homes stop trusting
 // it through this node.
 func (n *Node) Distrust(ctx context.Context, uid string) error {
+	n.trustMu.Lock()
+	defer n.trustMu.Unlock()
 	vouched, err := n.vouchesFor(ctx, uid)
 	if err != nil {
 		return err
@@ -233,12 +246,9 @@ func (n *Node) Distrust(ctx context.Context, uid string) error {
 		return err
 	}
 	if vouched {
-		r := n.identity.Retraction(n.peerCID, store.VouchPrefix+uid, n.nowMS())
-		res, err := n.store.Submit(ctx, []store.Claim{r}, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})
-		if err != nil {
+		if err := n.signVouch(ctx, uid, false, 0); err != nil {
 			return fmt.Errorf("withdraw vouch: %w", err)
 		}
-		n.share([]store.Claim{r}, res)
 	}
 	n.swarm.Resync()
 	return nil

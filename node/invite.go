@@ -209,7 +209,7 @@ func (n *Node) answerPair(ctx context.Context, uid string, token []byte) swarm.P
 		n.log.Warn("pairing: trust joiner", "uid", uid, "err", err)
 		return swarm.PairAnswer{Message: "the inviter cannot update its trust list"}
 	}
-	// The trust change re-syncs with peers (relayTrustChanges): the
+	// The trust change re-syncs with peers (watchTrust): the
 	// joiner's claims, refused until now, come in.
 	share, err := n.joinerShare(ctx)
 	if err != nil {

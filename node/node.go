@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -46,6 +47,12 @@ type Node struct {
 
 	invMu sync.Mutex // serialises reads and writes of the invites file
 
+	// trustMu serialises the node's trust changes (trust add and rm, auto-
+	// trust of local writers, reconcileTrust): each changes the trust table
+	// and then signs a vouch, and the reconciliation must not see half of one.
+	trustMu    sync.Mutex
+	trustEvery time.Duration // reconcileTrust's period (trustCheckEvery)
+
 	mu     sync.Mutex
 	opened bool
 	closed bool
@@ -64,6 +71,8 @@ func New(cfg Config) *Node {
 		log:   cfg.Logger.With("component", "node"),
 		reg:   prometheus.NewRegistry(),
 		ready: make(chan struct{}),
+
+		trustEvery: trustCheckEvery,
 	}
 }
 
@@ -112,13 +121,15 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		return fmt.Errorf("open node: %w", err)
 	}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Each component names itself in its errors ("open swarm: …").
-	for _, open := range []func(context.Context) error{n.openStore, n.openSwarm, n.openWatcher, n.openAPI} {
+	// Each component names itself in its errors ("open swarm: …"). The
+	// trust list is checked against the node's own vouches once the swarm
+	// can publish a fix, before the API serves.
+	for _, open := range []func(context.Context) error{n.openStore, n.openSwarm, n.openTrustCheck, n.openWatcher, n.openAPI} {
 		if err := open(ctx); err != nil {
 			return err
 		}
 	}
-	n.wg.Go(n.relayTrustChanges)
+	n.wg.Go(n.watchTrust)
 	close(n.ready)
 	n.log.Info("node open", "uid", n.identity.UID(), "peer", n.PeerID(), "api", n.APIURL())
 	return nil
@@ -209,11 +220,22 @@ func (n *Node) addCloser(name string, f func() error) {
 	n.closers = append(n.closers, namedCloser{name, f})
 }
 
-// relayTrustChanges re-syncs with peers whenever the effective trusted set
-// changes (a trust command, or a vouch claim arriving): claims refused before
-// may now be welcome.
-func (n *Node) relayTrustChanges() {
+// openTrustCheck reconciles the trust list with the node's own vouches
+// (a restored backup). A failure does not stop the node: the periodic
+// check tries again.
+func (n *Node) openTrustCheck(ctx context.Context) error {
+	n.checkTrust(ctx)
+	return nil
+}
+
+// watchTrust re-syncs with peers whenever the effective trusted set changes
+// (a trust command, or a vouch claim arriving): claims refused before may
+// now be welcome. Then, and every trustEvery, it reconciles the trust list
+// with the node's own vouches (reconcileTrust).
+func (n *Node) watchTrust() {
 	ch := n.store.TrustChanges()
+	tick := time.NewTicker(n.trustEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -223,6 +245,9 @@ func (n *Node) relayTrustChanges() {
 				return
 			}
 			n.swarm.Resync()
+			n.checkTrust(n.ctx)
+		case <-tick.C:
+			n.checkTrust(n.ctx)
 		}
 	}
 }
