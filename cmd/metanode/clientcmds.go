@@ -15,15 +15,62 @@ import (
 	"github.com/metanode/metanode/store"
 )
 
-// defaultAPI is where client commands find the node.
+// defaultAPI is where client commands find the node when nothing says
+// otherwise.
 const defaultAPI = "http://127.0.0.1:9000"
 
-func (c *cli) apiFlag(fl *flag.FlagSet) *string {
-	def := c.getenv("METANODE_API")
-	if def == "" {
-		def = defaultAPI
+// apiTarget is how a client command finds the node: --api, else
+// METANODE_API, else the HTTP address serve would listen on with the same
+// config (--config or METANODE_CONFIG, <data>/metanode.yml, META_CORE_HTTP_PORT,
+// METANODE_HTTP), so a node whose API moved the documented ways is found.
+type apiTarget struct {
+	api        *string
+	vals       map[string][]string // --data (and the command's own config flags)
+	configPath *string
+}
+
+// apiFlag adds --api, --config and --data to a client command.
+func (c *cli) apiFlag(fl *flag.FlagSet) *apiTarget {
+	vals, configPath := configFlags(fl, "data")
+	return c.apiFlagWith(fl, vals, configPath)
+}
+
+// apiFlagWith adds --api to a command that has its config flags already.
+func (c *cli) apiFlagWith(fl *flag.FlagSet, vals map[string][]string, configPath *string) *apiTarget {
+	api := fl.String("api", "", "the node's HTTP API, e.g. "+defaultAPI+" (default: env METANODE_API, else the http address of the config serve would read (--config, METANODE_CONFIG, <data>/metanode.yml; META_CORE_HTTP_PORT, METANODE_HTTP), else "+defaultAPI+")")
+	return &apiTarget{api: api, vals: vals, configPath: configPath}
+}
+
+// url resolves the target after the flags are parsed.
+func (c *cli) url(t *apiTarget) (string, error) {
+	if *t.api != "" {
+		return *t.api, nil
 	}
-	return fl.String("api", def, "the node's HTTP API (env METANODE_API)")
+	if v := c.getenv("METANODE_API"); v != "" {
+		return v, nil
+	}
+	cfg, layers, err := c.loadConfig(t.vals, *t.configPath)
+	if err != nil {
+		return "", err
+	}
+	if !layers.set["http"] {
+		return defaultAPI, nil
+	}
+	host, port, err := net.SplitHostPort(cfg.HTTP)
+	if err != nil { // Validate checked it
+		return "", fmt.Errorf("config http %q: %w", cfg.HTTP, err)
+	}
+	if port == "0" {
+		return "", fmt.Errorf("the node's http address %s (%s) takes any free port: give --api with the address it logged", cfg.HTTP, layers.src["http"])
+	}
+	// A node listening on every interface answers on loopback.
+	switch ip := net.ParseIP(host); {
+	case host == "" || (ip != nil && ip.IsUnspecified() && ip.To4() != nil):
+		host = "127.0.0.1"
+	case ip != nil && ip.IsUnspecified():
+		host = "::1"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
 }
 
 func (c *cli) client(base string) (*api.Client, error) {
@@ -34,6 +81,16 @@ func (c *cli) client(base string) (*api.Client, error) {
 	cl := api.NewClient(base)
 	c.clients = append(c.clients, cl)
 	return cl, nil
+}
+
+// target parses nothing: it resolves t and opens a client on it.
+func (c *cli) target(t *apiTarget) (*api.Client, string, error) {
+	base, err := c.url(t)
+	if err != nil {
+		return nil, "", err
+	}
+	cl, err := c.client(base)
+	return cl, base, err
 }
 
 // usageErrorf is a bad flag value found after parsing.
@@ -60,7 +117,7 @@ claim flags and piped input, posts the claim JSON lines read from stdin (as
 ({"id","status","error"?,"message"?}). A malformed stdin line is reported on
 stderr ("stdin line N: …") and not posted; the other lines still are. Exits 1
 when any line was malformed or any claim rejected.`)
-	base := c.apiFlag(fl)
+	tgt := c.apiFlag(fl)
 	cf := addClaimFlags(fl)
 	pos, err := c.parse(fl, args)
 	if err != nil {
@@ -79,7 +136,7 @@ when any line was malformed or any claim rejected.`)
 	if fromStdin && cf.given() {
 		return usagef("claim put", "give claim flags or '-' (stdin), not both")
 	}
-	cl, err := c.client(*base)
+	cl, base, err := c.target(tgt)
 	if err != nil {
 		return err
 	}
@@ -87,7 +144,7 @@ when any line was malformed or any claim rejected.`)
 	post := func(batch []store.Claim) error {
 		resp, err := cl.PostClaims(ctx, batch)
 		if err != nil {
-			return explainClient(err, *base)
+			return explainClient(err, base)
 		}
 		for _, r := range resp.Results {
 			if err := c.printLine(r); err != nil {
@@ -126,7 +183,7 @@ when any line was malformed or any claim rejected.`)
 func (c *cli) get(ctx context.Context, args []string) error {
 	fl := c.flagSet("get", "get CID [--remote] [--as UID] [--api URL]",
 		"Prints the merged record of CID as JSON. With --remote, a cid unknown here is\nlooked up in the swarm (DHT), fetched, verified and stored first.")
-	base := c.apiFlag(fl)
+	tgt := c.apiFlag(fl)
 	remote := fl.Bool("remote", false, "look the cid up in the swarm when this node has no record")
 	as := fl.String("as", "", "overlay this signer's own votes")
 	pos, err := c.parse(fl, args)
@@ -139,7 +196,7 @@ func (c *cli) get(ctx context.Context, args []string) error {
 	if err := store.CheckCID(pos[0]); err != nil {
 		return usagef("get", "%v", err)
 	}
-	cl, err := c.client(*base)
+	cl, base, err := c.target(tgt)
 	if err != nil {
 		return err
 	}
@@ -151,7 +208,7 @@ func (c *cli) get(ctx context.Context, args []string) error {
 		return fmt.Errorf("no record for %s on this node (try --remote to ask the swarm)", pos[0])
 	}
 	if err != nil {
-		return explainClient(err, *base)
+		return explainClient(err, base)
 	}
 	return c.printJSON(rec)
 }
@@ -170,17 +227,17 @@ func (c *cli) peers(ctx context.Context, args []string) error {
 // get reads from the node as JSON.
 func (c *cli) printGet(ctx context.Context, args []string, name, help string, get func(*api.Client) (any, error)) error {
 	fl := c.flagSet(name, name+" [--api URL]", help)
-	base := c.apiFlag(fl)
+	tgt := c.apiFlag(fl)
 	if err := c.noArgs(fl, args); err != nil {
 		return err
 	}
-	cl, err := c.client(*base)
+	cl, base, err := c.target(tgt)
 	if err != nil {
 		return err
 	}
 	v, err := get(cl)
 	if err != nil {
-		return explainClient(err, *base)
+		return explainClient(err, base)
 	}
 	return c.printJSON(v)
 }
@@ -190,7 +247,7 @@ func (c *cli) trust(ctx context.Context, args []string) error {
 		`Lists the signers the node accepts (and why), trusts a signer (e.g. another
 home's node uid, from its 'metanode id'), or distrusts one (its votes leave
 every merged value at once; a vouch does not override it).`)
-	base := c.apiFlag(fl)
+	tgt := c.apiFlag(fl)
 	pos, err := c.parse(fl, args)
 	if err != nil {
 		return err
@@ -198,7 +255,7 @@ every merged value at once; a vouch does not override it).`)
 	if len(pos) == 0 {
 		return usagef("trust", "want ls, add UID or rm UID")
 	}
-	cl, err := c.client(*base)
+	cl, base, err := c.target(tgt)
 	if err != nil {
 		return err
 	}
@@ -209,7 +266,7 @@ every merged value at once; a vouch does not override it).`)
 		}
 		tl, err := cl.Trust(ctx)
 		if err != nil {
-			return explainClient(err, *base)
+			return explainClient(err, base)
 		}
 		return c.printJSON(tl)
 	case "add", "rm":
@@ -226,7 +283,7 @@ every merged value at once; a vouch does not override it).`)
 			err = cl.RemoveTrust(ctx, uid)
 		}
 		if err != nil {
-			return explainClient(err, *base)
+			return explainClient(err, base)
 		}
 		return c.printLine(map[string]any{"uid": uid, "trusted": pos[0] == "add"})
 	}
@@ -242,12 +299,12 @@ func (c *cli) health(ctx context.Context, args []string) error {
 		`Prints the node's GET /health answer and exits 0 when its status is ok, 1
 otherwise: for container health checks and service managers. With --wait, it
 asks again (every 250ms) until the node is ok or D has passed.`)
-	base := c.apiFlag(fl)
+	tgt := c.apiFlag(fl)
 	wait := fl.Duration("wait", 0, "keep asking until ok, for at most this long")
 	if err := c.noArgs(fl, args); err != nil {
 		return err
 	}
-	cl, err := c.client(*base)
+	cl, base, err := c.target(tgt)
 	if err != nil {
 		return err
 	}
@@ -259,10 +316,10 @@ asks again (every 250ms) until the node is ok or D has passed.`)
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			if err != nil {
-				return explainClient(err, *base)
+				return explainClient(err, base)
 			}
 			_ = c.printJSON(h)
-			return fmt.Errorf("the node at %s is %s (see the checks above)", *base, h.Status)
+			return fmt.Errorf("the node at %s is %s (see the checks above)", base, h.Status)
 		}
 		select {
 		case <-ctx.Done():

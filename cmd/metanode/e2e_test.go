@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,11 +59,18 @@ func startServe(t *testing.T, data string, extra ...string) *server {
 // startNodeCmd starts a serving command (serve, or join CODE) like startServe.
 func startNodeCmd(t *testing.T, data string, command []string, extra ...string) *server {
 	t.Helper()
-	bin := buildBinary(t)
 	args := append(append(command, "--data", data, "--http", "127.0.0.1:0",
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-format", "json"), extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	return startArgs(t, data, args, "HOME="+t.TempDir())
+}
+
+// startArgs starts the binary with exactly args (and env added to this
+// process's environment) and waits until it logs "serving" with its API's
+// URL, which needs JSON logs (--log-format json, flag or config).
+func startArgs(t *testing.T, data string, args []string, env ...string) *server {
+	t.Helper()
+	cmd := exec.Command(buildBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	s := &server{cmd: cmd, data: data, logs: &lockedBuffer{}, done: make(chan error, 1)}
@@ -304,8 +312,14 @@ func TestE2E_PairingSteps(t *testing.T) {
 	if !strings.HasPrefix(code, "mn1:") || strings.Contains(code, "\n") {
 		t.Fatalf("invite printed %q, want one mn1: code", code)
 	}
-	srvB := startNodeCmd(t, b, []string{"join", code})
+	// B's API on a port of its own, so the restart below can be checked
+	// to come back on it.
+	portB := freePort(t)
+	srvB := startNodeCmd(t, b, []string{"join", code}, "--http", "127.0.0.1:"+portB)
 	waitLog(t, srvB, "joining: done")
+	if strings.Contains(srvB.logs.String(), "config file read") {
+		t.Fatalf("join on a fresh data directory logged a config file read:\n%s", srvB.logs.String())
+	}
 	waitTitle(t, srvB.url, cidA, "Heat")
 	// The join showed its progress: connecting, then n of m claims up to m.
 	logs := srvB.logs.String()
@@ -336,9 +350,39 @@ func TestE2E_PairingSteps(t *testing.T) {
 		t.Fatalf("a second join with one code: %s", out)
 	}
 
-	// B restarts with plain serve: the config join wrote keeps the pairing.
+	// B restarts with exactly the command join printed, from another
+	// HOME (so a default data directory would be another node): the
+	// config join wrote keeps the pairing, the API's address and the
+	// other flags join was given.
+	hint := regexp.MustCompile(`next time: (metanode [^)]*)\)`).FindStringSubmatch(srvB.logs.String())
+	if hint == nil {
+		t.Fatalf("join printed no restart command:\n%s", srvB.logs.String())
+	}
+	clB := api.NewClient(srvB.url)
+	defer clB.Close()
+	stB, err := clB.SwarmStatus(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	srvB.stop(t)
-	srvB = startServe(t, b)
+	// What join was given is in its config (listen and mdns checked here:
+	// the restart keeps them on loopback by environment whatever the file
+	// says, as every test network must be).
+	written, _, err := LoadConfig(loadOptions{getenv: envMap(nil), configPath: filepath.Join(b, "metanode.yml")})
+	if err != nil || written.HTTP != "127.0.0.1:"+portB || written.MDNS ||
+		!slices.Equal(written.Listen, []string{"/ip4/127.0.0.1/tcp/0"}) || written.LogFormat != "json" {
+		t.Fatalf("the config join wrote (%v):\n%s", err, written)
+	}
+	srvB = startArgs(t, b, strings.Fields(hint[1])[1:], "HOME="+t.TempDir(),
+		"METANODE_LISTEN=/ip4/127.0.0.1/tcp/0", "METANODE_MDNS=false")
+	if want := "http://127.0.0.1:" + portB; srvB.url != want {
+		t.Fatalf("%q serves at %s, want %s as join did", hint[1], srvB.url, want)
+	}
+	// A client command finds B from B's config (no --api).
+	var st struct{ UID string }
+	if err := json.Unmarshal([]byte(binCLI(t, nil, 0, "status", "--data", b)), &st); err != nil || st.UID != stB.UID {
+		t.Fatalf("status --data %s: uid %q (%v), want %s", b, st.UID, err, stB.UID)
+	}
 	binCLI(t, nil, 0, "claim", "put", "--api", srvA.url, "--signer", key, "--cid", cidB, "--key", "year", "--value", "1998")
 	waitField(t, srvB.url, cidB, "year", "1998")
 	srvB.stop(t)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -35,7 +36,7 @@ only). Give it to the other home, which runs 'metanode join CODE'. The code
 holds the swarm name, the swarm key if the swarm is private, this node's
 addresses and uid, and a token good for one home until it expires: treat it
 like a password.`)
-	base := c.apiFlag(fl)
+	tgt := c.apiFlag(fl)
 	ttl := fl.Duration("ttl", node.DefaultInviteTTL, "how long the code stays valid")
 	if err := c.noArgs(fl, args); err != nil {
 		return err
@@ -43,13 +44,13 @@ like a password.`)
 	if *ttl < node.MinInviteTTL || *ttl > node.MaxInviteTTL {
 		return usagef("invite", "--ttl %v: want %v to %v", *ttl, node.MinInviteTTL, node.MaxInviteTTL)
 	}
-	cl, err := c.client(*base)
+	cl, base, err := c.target(tgt)
 	if err != nil {
 		return err
 	}
 	inv, err := cl.Invite(ctx, *ttl)
 	if err != nil {
-		return explainClient(err, *base)
+		return explainClient(err, base)
 	}
 	fmt.Fprintln(c.stdout, inv.Code)
 	what := "public swarm " + inv.Swarm
@@ -67,10 +68,13 @@ func (c *cli) join(ctx context.Context, args []string) error {
 serving like 'metanode serve'. It starts this node with the inviter's swarm
 name, swarm key and addresses, trusts the inviter's node uid and presents the
 code; the inviter then trusts this node's uid. Only once the inviter accepted
-does it write those settings into this node's config (<data>/metanode.yml, or
---config) and the swarm key into <data>/swarm.key, so later starts need only
-'metanode serve'; a refused or unreachable pairing leaves both files as they
-were. Progress goes to stderr (connecting, syncing n of m claims); stdout
+does it write those settings, and every other serve flag given to join
+(--http, --listen, --no-mdns, --files, …), into this node's config
+(<data>/metanode.yml, or --config) and the swarm key into <data>/swarm.key.
+Later starts then need only the command join prints when done:
+'metanode serve', plus --data DIR when DIR is not the default (or --config
+FILE when the config is not in the data directory). A refused or unreachable
+pairing leaves both files as they were. Progress goes to stderr (connecting, syncing n of m claims); stdout
 stays empty. Stop a node already running on the same data directory first.`)
 	vals, configPath := configFlags(fl)
 	pos, err := c.parse(fl, args)
@@ -100,9 +104,13 @@ stays empty. Stop a node already running on the same data directory first.`)
 	if err != nil {
 		return err
 	}
-	confPath := layers.file
+	fileRead, confPath := layers.file != "", layers.file
 	if confPath == "" {
 		confPath = filepath.Join(cfg.Data, node.ConfigFile)
+	}
+	given, next, err := joinPersisted(cfg, layers, vals, confPath)
+	if err != nil {
+		return err
 	}
 	keyPath, keyNew := "", false
 	if inv.SwarmKey != "" {
@@ -110,7 +118,7 @@ stays empty. Stop a node already running on the same data directory first.`)
 			return err
 		}
 	}
-	conf, err := joinConfig(confPath, inv, keyPath)
+	conf, err := joinConfig(confPath, inv, keyPath, given)
 	if err != nil {
 		return err
 	}
@@ -118,6 +126,9 @@ stays empty. Stop a node already running on the same data directory first.`)
 	// the files change only once the inviter accepted.
 	if cfg, layers, err = LoadConfig(loadOptions{getenv: c.getenv, configPath: confPath, fileBytes: conf, flags: vals}); err != nil {
 		return err
+	}
+	if !fileRead {
+		layers.file = "" // not read: it is written once paired
 	}
 	if keyNew && cfg.SwarmKey == keyPath {
 		// The node reads the key at start, before pairing: give it a
@@ -145,7 +156,7 @@ stays empty. Stop a node already running on the same data directory first.`)
 		return nil
 	}
 	return c.runNode(ctx, cfg, layers, func(ctx context.Context, n *node.Node, _ *slog.Logger) error {
-		return c.pairAndSync(ctx, n, inv, commit)
+		return c.pairAndSync(ctx, n, inv, commit, next)
 	})
 }
 
@@ -153,7 +164,7 @@ stays empty. Stop a node already running on the same data directory first.`)
 // reach), calls commit once the inviter accepted, and reports sync progress
 // until this node holds as many claims as the inviter shared or progress
 // stops.
-func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, commit func() error) error {
+func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, commit func() error, next string) error {
 	fmt.Fprintf(c.stderr, "joining: connecting to %s (%d addresses)…\n", inv.UID, len(inv.Addrs))
 	var total int64
 	var err error
@@ -191,11 +202,11 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, co
 			last, lastChange = have, time.Now()
 		}
 		if int64(have) >= total {
-			fmt.Fprintf(c.stderr, "joining: done; serving at %s (next time: metanode serve)\n", n.APIURL())
+			fmt.Fprintf(c.stderr, "joining: done; serving at %s (next time: %s)\n", n.APIURL(), next)
 			return nil
 		}
 		if time.Since(lastChange) > syncQuietStop {
-			fmt.Fprintf(c.stderr, "joining: %d of %d claims so far; the rest arrive as peers sync; serving at %s\n", have, total, n.APIURL())
+			fmt.Fprintf(c.stderr, "joining: %d of %d claims so far; the rest arrive as peers sync; serving at %s (next time: %s)\n", have, total, n.APIURL(), next)
 			return nil
 		}
 		select {
@@ -245,8 +256,8 @@ func writeSwarmKey(path, key string) error {
 }
 
 // writeJoinConfig writes joinConfig's result to path.
-func writeJoinConfig(path string, inv node.Invite, keyPath string) error {
-	b, err := joinConfig(path, inv, keyPath)
+func writeJoinConfig(path string, inv node.Invite, keyPath string, given map[string]any) error {
+	b, err := joinConfig(path, inv, keyPath, given)
 	if err != nil {
 		return err
 	}
@@ -254,10 +265,11 @@ func writeJoinConfig(path string, inv node.Invite, keyPath string) error {
 }
 
 // joinConfig is the YAML config at path with swarm, swarm-key and bootstrap
-// set (the inviter's addresses added to any already there); the commented
-// defaults when path does not exist. A file without those keys gets them
-// appended, so its comments stay as they are.
-func joinConfig(path string, inv node.Invite, keyPath string) ([]byte, error) {
+// set (the inviter's addresses added to any already there) and the settings
+// given to join (joinPersisted); the commented defaults when path does not
+// exist. A file without those keys gets them appended, so its comments stay
+// as they are.
+func joinConfig(path string, inv node.Invite, keyPath string, given map[string]any) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -276,7 +288,8 @@ func joinConfig(path string, inv node.Invite, keyPath string) ([]byte, error) {
 		return nil, fmt.Errorf("config %s: want a mapping of settings", path)
 	}
 	boot := slices.Clone(inv.Addrs)
-	for _, a := range inv.Bootstrap {
+	extra, _ := given["bootstrap"].([]string)
+	for _, a := range append(slices.Clone(inv.Bootstrap), extra...) {
 		if !slices.Contains(boot, a) {
 			boot = append(boot, a)
 		}
@@ -286,6 +299,12 @@ func joinConfig(path string, inv node.Invite, keyPath string) ([]byte, error) {
 		set["swarm-key"] = keyPath
 	}
 	order := []string{"swarm", "swarm-key", "bootstrap"}
+	for _, s := range settings { // in the settings' order, so the file reads like the defaults
+		if v, ok := given[s.name]; ok && set[s.name] == nil {
+			set[s.name] = v
+			order = append(order, s.name)
+		}
+	}
 	if m == nil || !hasAnyKey(m, order) {
 		var add bytes.Buffer
 		fmt.Fprintf(&add, "\n# Written by 'metanode join' on %s: the swarm of %s.\n", time.Now().Format(time.DateOnly), inv.UID)
@@ -395,4 +414,78 @@ func writeFileAtomic(path string, b []byte) error {
 		return fmt.Errorf("config: %w", err)
 	}
 	return nil
+}
+
+// joinPersisted is what join writes into the config besides the code's
+// swarm: the settings given to it as flags, so that a later plain serve
+// runs the same node on the same addresses. It returns them with the
+// command that restarts this node (the hint join prints when done). The
+// data directory cannot live in <data>/metanode.yml: it is persisted only
+// in a config elsewhere (--config), else the hint repeats --data.
+func joinPersisted(cfg Config, layers configLayers, flags map[string][]string, confPath string) (map[string]any, string, error) {
+	inDataDir := filepath.Clean(confPath) == filepath.Clean(filepath.Join(cfg.Data, node.ConfigFile))
+	given := make(map[string]any)
+	for _, s := range settings {
+		if _, ok := flags[s.name]; !ok {
+			continue
+		}
+		switch s.name {
+		case "swarm", "swarm-key": // the code's win: they are the pairing
+			continue
+		case "data":
+			if inDataDir {
+				continue
+			}
+		}
+		switch p := s.field(&cfg).(type) {
+		case *string:
+			v := *p
+			if isPathSetting(s.name) && v != "" {
+				// Absolute: a later serve may start from another directory.
+				abs, err := filepath.Abs(v)
+				if err != nil {
+					return nil, "", fmt.Errorf("--%s: %w", s.name, err)
+				}
+				v = abs
+			}
+			given[s.name] = v
+		case *[]string:
+			given[s.name] = slices.Clone(*p)
+		case *bool:
+			given[s.name] = *p
+		case *int:
+			given[s.name] = *p
+		}
+	}
+	next := "metanode serve"
+	src := layers.src["data"]
+	switch {
+	case !inDataDir:
+		abs, err := filepath.Abs(confPath)
+		if err != nil {
+			return nil, "", fmt.Errorf("config: %w", err)
+		}
+		next += " --config " + shellQuote(abs)
+	case strings.HasPrefix(src, "flag ") || strings.HasPrefix(src, "environment "):
+		abs, err := filepath.Abs(cfg.Data)
+		if err != nil {
+			return nil, "", fmt.Errorf("--data: %w", err)
+		}
+		next += " --data " + shellQuote(abs)
+	}
+	return given, next, nil
+}
+
+func isPathSetting(name string) bool {
+	return slices.Contains([]string{"data", "truth-db", "cache-db", "swarm-key", "files"}, name)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:,=@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

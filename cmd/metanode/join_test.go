@@ -49,7 +49,7 @@ func TestWriteJoinConfig(t *testing.T) {
 	t.Run("Defaults", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "metanode.yml")
 		for range 2 { // twice: the second run changes nothing that matters
-			if err := writeJoinConfig(path, inv, "/data/swarm.key"); err != nil {
+			if err := writeJoinConfig(path, inv, "/data/swarm.key", nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -71,7 +71,7 @@ func TestWriteJoinConfig(t *testing.T) {
 		if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := writeJoinConfig(path, inv, ""); err != nil {
+		if err := writeJoinConfig(path, inv, "", nil); err != nil {
 			t.Fatal(err)
 		}
 		cfg := load(t, path)
@@ -88,7 +88,7 @@ func TestWriteJoinConfig(t *testing.T) {
 		if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := writeJoinConfig(path, inv, ""); err != nil {
+		if err := writeJoinConfig(path, inv, "", nil); err != nil {
 			t.Fatal(err)
 		}
 		cfg := load(t, path)
@@ -96,12 +96,35 @@ func TestWriteJoinConfig(t *testing.T) {
 			t.Fatalf("config: swarm %q key %q bootstrap %v", cfg.Swarm, cfg.SwarmKey, cfg.Bootstrap)
 		}
 	})
+	t.Run("GivenFlags", func(t *testing.T) {
+		// The serve flags given to join land in the file (replacing a
+		// value there), so a later plain serve runs the same node.
+		given := map[string]any{"http": "127.0.0.1:9002", "listen": []string{"/ip4/127.0.0.1/tcp/4102"},
+			"mdns": false, "bootstrap": []string{"/ip4/10.0.0.1/tcp/4001/p2p/" + c}}
+		for _, old := range []string{"", "http: 127.0.0.1:9100\nmdns: true\n"} {
+			path := filepath.Join(t.TempDir(), "metanode.yml")
+			if old != "" {
+				if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := writeJoinConfig(path, inv, "", given); err != nil {
+				t.Fatal(err)
+			}
+			cfg := load(t, path)
+			want := append(slices.Clone(wantBoot), "/ip4/10.0.0.1/tcp/4001/p2p/"+c)
+			if cfg.HTTP != "127.0.0.1:9002" || cfg.MDNS || !slices.Equal(cfg.Listen, []string{"/ip4/127.0.0.1/tcp/4102"}) ||
+				cfg.Swarm != "family" || !slices.Equal(cfg.Bootstrap, want) {
+				t.Fatalf("over %q:\n%s", old, cfg)
+			}
+		}
+	})
 	t.Run("NotAMapping", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "metanode.yml")
 		if err := os.WriteFile(path, []byte("- a\n- b\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := writeJoinConfig(path, inv, ""); err == nil {
+		if err := writeJoinConfig(path, inv, "", nil); err == nil {
 			t.Fatal("a list config was rewritten")
 		}
 	})

@@ -90,7 +90,7 @@ with this key answers at --api, they are its actual listen addresses
 are the configured listen addresses, unspecified IPs resolved to this
 machine's interfaces ("addrsFrom":"config"). Works with the node stopped.`)
 	vals, configPath := configFlags(fl, "data", "listen")
-	base := c.apiFlag(fl)
+	tgt := c.apiFlagWith(fl, vals, configPath)
 	field := fl.String("field", "", "print only this field, bare: uid, peerId or addr (the first address)")
 	if err := c.noArgs(fl, args); err != nil {
 		return err
@@ -118,7 +118,12 @@ machine's interfaces ("addrsFrom":"config"). Works with the node stopped.`)
 	}
 	id.AddrsFrom = "config"
 	if _, listenGiven := vals["listen"]; !listenGiven {
-		addrs, ok, err := c.runningAddrs(ctx, *base, id.PeerID)
+		// No URL (a config http on port 0): the node cannot be asked.
+		base, uerr := c.url(tgt)
+		addrs, ok, err := []string(nil), false, error(nil)
+		if uerr == nil {
+			addrs, ok, err = c.runningAddrs(ctx, base, id.PeerID)
+		}
 		if err != nil {
 			return err
 		}

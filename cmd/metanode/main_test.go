@@ -342,6 +342,58 @@ func TestRun_IDOfRunningNode(t *testing.T) {
 	}
 }
 
+// TestRun_ClientFindsMovedAPI: without --api or METANODE_API, client
+// commands find a node whose API moved the documented ways: by
+// META_CORE_HTTP_PORT, by http: in --config, or in <data>/metanode.yml.
+func TestRun_ClientFindsMovedAPI(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	port := freePort(t)
+	url, _, stop := serveInProcess(t, map[string]string{"HOME": dir}, "--data", data, "--http", "127.0.0.1:"+port)
+	conf := writeFile(t, dir, "moved.yml", "http: 0.0.0.0:"+port+"\n")
+	other := filepath.Join(dir, "other")
+	if err := os.MkdirAll(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, other, "metanode.yml", "http: 127.0.0.1:"+port+"\n")
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{map[string]string{"HOME": dir, "META_CORE_HTTP_PORT": port}, nil},
+		{map[string]string{"HOME": dir, "METANODE_HTTP": "127.0.0.1:" + port}, nil},
+		{map[string]string{"HOME": dir}, []string{"--config", conf}},
+		{map[string]string{"HOME": dir, "METANODE_CONFIG": conf}, nil},
+		{map[string]string{"HOME": dir}, []string{"--data", other}},
+	} {
+		for _, cmd := range [][]string{{"health"}, {"status"}, {"trust", "ls"}} {
+			args := append(slices.Clone(cmd), tc.args...)
+			r := runCLI(t, tc.env, nil, args...)
+			r.want(t, 0, append(args, fmt.Sprint(tc.env))...)
+		}
+		// id reads its key from --data and asks the node it finds.
+		args := append([]string{"id", "--data", data}, tc.args...)
+		if tc.args != nil && tc.args[0] == "--data" {
+			continue // id's --data is the key's directory
+		}
+		r := runCLI(t, tc.env, nil, args...)
+		r.want(t, 0, args...)
+		var got identity
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.AddrsFrom != "node" {
+			t.Fatalf("metanode %v with %v: %q (%v), want addrs from the node at %s", args, tc.env, r.stdout, err, url)
+		}
+	}
+	// --api and METANODE_API still win over the config.
+	r := runCLI(t, map[string]string{"HOME": dir, "METANODE_API": "http://127.0.0.1:1"}, nil, "status", "--config", conf)
+	r.want(t, 1, "status with METANODE_API")
+	if !strings.Contains(r.stderr, "127.0.0.1:1") {
+		t.Fatalf("status with METANODE_API: %q", r.stderr)
+	}
+	if c := stop(); c != 0 {
+		t.Fatalf("serve exit %d", c)
+	}
+}
+
 func TestRun_KeygenAndClaimSign(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "plugin.key")
