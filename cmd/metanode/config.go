@@ -266,9 +266,13 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 }
 
 // decodeYAML applies a YAML document onto c, key by key, so an error names
-// the key and its line. ${VAR} references are expanded first.
+// the key and its line. ${VAR} references are expanded first (expandVars).
 func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, layers configLayers) error {
-	b = []byte(os.Expand(string(b), getenv))
+	text, err := expandVars(string(b), path, getenv)
+	if err != nil {
+		return err
+	}
+	b = []byte(text)
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&doc); err != nil {

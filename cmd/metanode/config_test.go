@@ -152,6 +152,43 @@ func TestLoadConfig_ExpandsVariables(t *testing.T) {
 	}
 }
 
+// An unset ${VAR} is an error naming the variable, the file and the line
+// (it used to become "" silently: `files: ${MEDIA_DIR}` ran no watcher);
+// ${VAR:-default} gives a default, comments and a bare $ are left alone.
+func TestLoadConfig_VariableForms(t *testing.T) {
+	dir := t.TempDir()
+	env := envMap(map[string]string{"HOME": "/home/u", "PORT": "9100"})
+	path := writeFile(t, dir, "ok.yml", "# ${NOT_SET} in a comment\nhttp: 127.0.0.1:${PORT}  # ${ALSO_NOT_SET}\n"+
+		"files: ${MEDIA_DIR:-/srv/media}\nswarm: ${SWARM:-}home\ncache-db: /c/$HOME/x.db\n")
+	got, _, err := LoadConfig(loadOptions{getenv: env, configPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.HTTP != "127.0.0.1:9100" || got.Files != "/srv/media" || got.Swarm != "home" || got.CacheDB != "/c/$HOME/x.db" {
+		t.Fatalf("expanded:\n%s", got)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{"http: 127.0.0.1:9000\nlisten:\n  - /ip4/127.0.0.1/tcp/4001\nfiles: ${MEDIA_DIR}\n", "line 4: unset variable ${MEDIA_DIR}"},
+		{"files: ${MEDIA_DIR\n", "line 1: \"${MEDIA_DIR\\n\" has no closing }"},
+		{"files: ${1X}\n", "line 1: ${1X}: want ${NAME}"},
+	} {
+		path := writeFile(t, dir, "bad.yml", tc.body)
+		_, _, err := LoadConfig(loadOptions{getenv: env, configPath: path})
+		if err == nil || !strings.Contains(err.Error(), "config file "+path+" "+tc.want) {
+			t.Errorf("%q: %v, want %q", tc.body, err, tc.want)
+		}
+	}
+	path = writeFile(t, dir, "unset.yml", "files: ${MEDIA_DIR}\n")
+	if _, _, err := LoadConfig(loadOptions{getenv: env, configPath: path}); !errors.Is(err, ErrUnsetVariable) {
+		t.Fatalf("unset variable: %v, want ErrUnsetVariable", err)
+	}
+	r := runCLI(t, map[string]string{"HOME": dir}, nil, "serve", "--config", path, "--data", filepath.Join(dir, "d"))
+	r.want(t, 1, "serve with an unset variable")
+	if !strings.Contains(r.stderr, "MEDIA_DIR") || !strings.Contains(r.stderr, "line 1") {
+		t.Fatalf("serve with an unset variable: %q", r.stderr)
+	}
+}
+
 // TestLoadConfig_Errors: every bad input names the setting at fault.
 func TestLoadConfig_Errors(t *testing.T) {
 	for _, tc := range []struct {
