@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"path/filepath"
 	"testing"
 
@@ -33,8 +34,15 @@ func TestNode_TruthElsewhereLocked(t *testing.T) {
 	cfg := testConfig(t, dataDir(t, "other"))
 	cfg.TruthPath = filepath.Join(dir, node.TruthFile)
 	second := node.New(cfg)
-	if err := second.Open(context.Background()); !errors.Is(err, node.ErrDataDirInUse) {
+	err := second.Open(context.Background())
+	if !errors.Is(err, node.ErrDataDirInUse) {
 		t.Fatalf("second node on the first's truth database: %v", err)
+	}
+	// The error names the directory locked, which is not this node's data
+	// directory: the command tells the owner to change --truth-db.
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || pe.Path != dir {
+		t.Fatalf("second node on the first's truth database: %v, want a *fs.PathError for %s", err, dir)
 	}
 	_ = second.Close()
 }

@@ -5,6 +5,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -26,7 +27,10 @@ func lockDataDir(dir string) (func() error, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrDataDirInUse, dir)
+			// A *fs.PathError names the directory locked, so the command
+			// can tell a truth database kept elsewhere (--truth-db) from
+			// the data directory and name the flag to change.
+			return nil, &fs.PathError{Op: "lock", Path: dir, Err: ErrDataDirInUse}
 		}
 		return nil, fmt.Errorf("lock data directory: %w", err)
 	}

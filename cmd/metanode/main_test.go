@@ -394,6 +394,38 @@ func TestRun_ClientFindsMovedAPI(t *testing.T) {
 	}
 }
 
+// TestRun_TruthDBInUse: two nodes on one truth database kept outside their
+// data directories: the second is told to change --truth-db, not --data
+// (it has its own); on one data directory, --data.
+func TestRun_TruthDBInUse(t *testing.T) {
+	dir := t.TempDir()
+	truth := filepath.Join(dir, "shared", "truth.db")
+	env := map[string]string{"HOME": dir}
+	_, _, stop := serveInProcess(t, env, "--data", filepath.Join(dir, "a"), "--truth-db", truth)
+	second := func(args ...string) string {
+		t.Helper()
+		args = append([]string{"serve", "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"}, args...)
+		r := runCLI(t, env, nil, args...)
+		r.want(t, 1, args...)
+		return r.stderr
+	}
+	if out := second("--data", filepath.Join(dir, "b"), "--truth-db", truth); !strings.Contains(out, "another --truth-db (META_CORE_DB_PATH)") || !strings.Contains(out, truth) {
+		t.Fatalf("a second node on one truth database: %q", out)
+	}
+	envTruth := map[string]string{"HOME": dir, "META_CORE_DB_PATH": truth}
+	r := runCLI(t, envTruth, nil, "serve", "--data", filepath.Join(dir, "c"), "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error")
+	r.want(t, 1, "serve with META_CORE_DB_PATH")
+	if !strings.Contains(r.stderr, "--truth-db (META_CORE_DB_PATH)") {
+		t.Fatalf("a second node on one truth database by META_CORE_DB_PATH: %q", r.stderr)
+	}
+	if out := second("--data", filepath.Join(dir, "a")); !strings.Contains(out, "another --data") || strings.Contains(out, "--truth-db") {
+		t.Fatalf("a second node on one data directory: %q", out)
+	}
+	if c := stop(); c != 0 {
+		t.Fatalf("serve exit %d", c)
+	}
+}
+
 func TestRun_KeygenAndClaimSign(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "plugin.key")

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -156,6 +157,16 @@ func explainOpen(err error, cfg Config) error {
 		}
 		return fmt.Errorf("%w: another process (another metanode?) holds the address; stop it or choose --http / --listen", err)
 	case errors.Is(err, node.ErrDataDirInUse):
+		// The lock that failed may be the one beside a truth database kept
+		// outside the data directory: then --data is not what to change.
+		var pe *fs.PathError
+		if errors.As(err, &pe) && cfg.TruthDB != "" && filepath.Clean(pe.Path) == filepath.Clean(filepath.Dir(cfg.TruthDB)) &&
+			filepath.Clean(pe.Path) != filepath.Clean(cfg.Data) {
+			return &explained{err: err, msg: fmt.Sprintf("truth database %s: another metanode is running on it (lock in %s): stop that node first, or give this one another --truth-db (META_CORE_DB_PATH)", cfg.TruthDB, pe.Path)}
+		}
+		if pe != nil {
+			return &explained{err: err, msg: fmt.Sprintf("another metanode is running on the data directory %s: stop that node first, or give this one another --data", pe.Path)}
+		}
 		return fmt.Errorf("%w: stop that node first, or give this one another --data", err)
 	case errors.Is(err, store.ErrSchema):
 		return fmt.Errorf("%w: see docs/operations.md (upgrading)", err)
