@@ -346,7 +346,7 @@ func TestE2E_PairingSteps(t *testing.T) {
 	// A code pairs one home only: a third home is refused with a clear message.
 	c := filepath.Join(dir, "home-c")
 	out := binCLIAllowing(t, "join", code, "--data", c, "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns")
-	if !strings.Contains(out, "pairing refused") || !strings.Contains(out, "new code") {
+	if !strings.Contains(out, "pairing refused") || !strings.Contains(out, "new code") || !strings.Contains(out, "inviter "+stA.UID) {
 		t.Fatalf("a second join with one code: %s", out)
 	}
 

@@ -87,6 +87,12 @@ stays empty. Stop a node already running on the same data directory first.`)
 	// Everything the code carries is checked before anything is written.
 	inv, err := node.ParseInvite(pos[0])
 	if err != nil {
+		if strings.HasPrefix(strings.TrimSpace(pos[0]), node.InvitePrefix) {
+			// What does not decode after the prefix is a code cut short
+			// or mangled on its way (a half-selected line, a wrapped
+			// terminal): the decoder's words would not help.
+			return usagef("join", "the pairing code is incomplete or damaged: copy the whole code, one line from %q to its end, as 'metanode invite' printed it", node.InvitePrefix)
+		}
 		return usagef("join", "%v", err)
 	}
 	if !validSwarmName(inv.Swarm) {
@@ -184,9 +190,10 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, co
 		return nil // interrupted: shut down quietly
 	case errors.Is(err, node.ErrPairRefused):
 		// The inviter's answer says what to do (a new code).
-		return fmt.Errorf("%w; the config is unchanged", err)
+		// Named by uid, as the progress line above named it.
+		return fmt.Errorf("inviter %s: %w; the config is unchanged", inv.UID, err)
 	case err != nil:
-		return fmt.Errorf("inviter out of reach: %w; check that its node runs and that one of its addresses is reachable from here; the config is unchanged", err)
+		return fmt.Errorf("inviter %s out of reach: %w; check that its node runs and that one of its addresses is reachable from here; the config is unchanged", inv.UID, err)
 	}
 	fmt.Fprintf(c.stderr, "joining: paired with %s; it shares %d claims\n", inv.UID, total)
 	if err := commit(); err != nil {

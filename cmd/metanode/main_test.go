@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"go.uber.org/goleak"
 
+	"github.com/metanode/metanode/node"
 	"github.com/metanode/metanode/store"
 )
 
@@ -202,6 +203,11 @@ func TestRun_Version(t *testing.T) {
 
 func TestRun_PairingUsage(t *testing.T) {
 	env := map[string]string{"HOME": t.TempDir()}
+	code := node.Invite{Swarm: "metamesh", UID: "zifaDC5buR5wtMbc4JghKz4LyaDBZ9JJndobsud8SSsrm", Token: "c2VjcmV0",
+		Addrs: []string{"/ip4/127.0.0.1/tcp/4101/p2p/16Uiu2HAkuw5bzWAMCcYDXBpbqhYtCYRVHZvc7ekgxn66tKzyonmB"}}.Code()
+	if _, err := node.ParseInvite(code); err != nil {
+		t.Fatalf("the whole code does not parse: %v", err)
+	}
 	for _, c := range []struct {
 		args []string
 		code int
@@ -210,8 +216,10 @@ func TestRun_PairingUsage(t *testing.T) {
 		{[]string{"join"}, 2, "pairing code"},
 		{[]string{"join", "a", "b"}, 2, "pairing code"},
 		{[]string{"join", "hello"}, 2, "not a metanode pairing code"},
-		{[]string{"join", "mn1:!!!"}, 2, "copied whole"},
-		{[]string{"join", "mn1:e30"}, 2, "bad token"}, // {}
+		{[]string{"join", "mn1:!!!"}, 2, "the pairing code is incomplete or damaged: copy the whole code"},
+		{[]string{"join", "mn1:e30"}, 2, "incomplete or damaged"}, // {}
+		{[]string{"join", code[:60]}, 2, "incomplete or damaged"}, // a code cut short
+		{[]string{"join", code[:len(code)-3]}, 2, "incomplete or damaged"},
 		{[]string{"invite", "--ttl", "1s"}, 2, "--ttl"},
 		{[]string{"invite", "extra"}, 2, "unexpected"},
 		{[]string{"invite", "--api", "http://127.0.0.1:1"}, 1, "no node answers"},
