@@ -171,13 +171,29 @@ func listEntry(t *testing.T, n *node.Node, uid string) (store.TrustEntry, bool) 
 	return store.TrustEntry{}, false
 }
 
-// noChange fails the test unless one more check changes nothing.
+// noChange fails the test unless one more check changes nothing: no uid
+// reported changed, no vouch claim signed.
 func noChange(t *testing.T, n *node.Node) {
 	t.Helper()
+	before := ownClaimIDs(t, n)
 	changed, err := node.ReconcileTrust(context.Background(), n)
 	if err != nil || changed != 0 {
 		t.Fatalf("another check changed %d uids (%v), want none", changed, err)
 	}
+	if !slices.Equal(before, ownClaimIDs(t, n)) {
+		t.Fatal("another check signed vouch claims")
+	}
+}
+
+// ownClaimIDs are the ids of the claims on the node's peer-id cid, sorted.
+func ownClaimIDs(t *testing.T, n *node.Node) []store.ID {
+	t.Helper()
+	var ids []store.ID
+	for _, c := range allClaims(t, n.Store(), mustPeerCID(t, n.UID())) {
+		ids = append(ids, c.ID())
+	}
+	slices.SortFunc(ids, func(a, b store.ID) int { return bytes.Compare(a[:], b[:]) })
+	return ids
 }
 
 // waitMS returns once the clock has passed ts (ms): a later trust change
@@ -293,6 +309,53 @@ func TestTrustSync_WithdrawalArrivesWhileRunning(t *testing.T) {
 	noChange(t, a)
 	if warns(logs, "trust list: distrusted a signer again", plugin.UID()) != 1 {
 		t.Fatal("no single WARN line says the plugin was distrusted again")
+	}
+}
+
+// TestTrustSync_LocalWriteAfterRestoreStaysRefused: the backup predates the
+// plugin (no row, no vouch); the withdrawal arrives by sync and the plugin
+// writes through the local API before any periodic check. Auto-trust would
+// trust and vouch for it again, undoing the owner's trust rm at every home:
+// the node checks first and refuses the write.
+func TestTrustSync_LocalWriteAfterRestoreStaysRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := dataDir(t, "a")
+	cfg := testConfig(t, dir)
+	plugin := signer(t)
+
+	a := openNodeNoCleanup(t, cfg)
+	closeNode(t, a)
+	backup := backupTruth(t, dir)
+	a = openNodeNoCleanup(t, cfg)
+	submitAccepted(t, a, plugin.Text(testCID(98), "title", "Heat", nowMS()))
+	if err := a.Distrust(ctx, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	withdrawal := ownVouch(t, a, plugin.UID())
+	closeNode(t, a)
+	restoreTruth(t, backup, dir)
+
+	cfg, logs := capturing(t, cfg)
+	a = openNode(t, cfg) // checks every 30 s: not during this test
+	if _, ok := listEntry(t, a, plugin.UID()); ok {
+		t.Fatal("the restored trust list knows the plugin: not the state under test")
+	}
+	res, err := a.Store().Submit(ctx, []store.Claim{withdrawal}, store.SubmitOptions{Origin: store.OriginPeer})
+	if err != nil || !res[0].Stored {
+		t.Fatalf("the withdrawal by sync: %+v %v", res, err)
+	}
+	res, err = a.SubmitClaims(ctx, []store.Claim{plugin.Text(testCID(99), "title", "Ronin", nowMS())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0].Err, store.ErrUntrusted) || !a.Store().Distrusted(plugin.UID()) {
+		t.Fatalf("the plugin's local write after its vouch was withdrawn: %v %v, want untrusted", res[0].Outcome, res[0].Err)
+	}
+	if got := ownVouch(t, a, plugin.UID()); got.ID() != withdrawal.ID() {
+		t.Fatal("the node vouched for the plugin again")
+	}
+	if warns(logs, "trust list: distrusted a signer again", plugin.UID()) != 1 {
+		t.Fatal("no WARN line says the plugin was distrusted again")
 	}
 }
 
@@ -437,11 +500,7 @@ func TestTrustSync_NoChurn(t *testing.T) {
 		list   api.TrustList
 	}
 	snap := func(n *node.Node) snapshot {
-		var s snapshot
-		for _, c := range allClaims(t, n.Store(), mustPeerCID(t, n.UID())) {
-			s.claims = append(s.claims, c.ID())
-		}
-		slices.SortFunc(s.claims, func(a, b store.ID) int { return bytes.Compare(a[:], b[:]) })
+		s := snapshot{claims: ownClaimIDs(t, n)}
 		tl, err := n.TrustList(ctx)
 		if err != nil {
 			t.Fatal(err)
