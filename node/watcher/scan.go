@@ -59,8 +59,17 @@ func (w *Watcher) runScanner(ctx context.Context) error {
 // and new files are hashed (unchanged ones by size and mtime are not), rows
 // whose file is gone are deleted, and a new file with the size and mtime of
 // a vanished one is recorded as its rename.
-func (w *Watcher) scan(ctx context.Context, kind string) error {
+func (w *Watcher) scan(ctx context.Context, kind string) (err error) {
 	p := w.newProgress(kind)
+	defer func() {
+		// A scan stopped by shutdown says so: its rows so far are kept and
+		// the next start's scan does the rest, but without this line the
+		// log read as if nothing had been left undone.
+		if err != nil && ctx.Err() != nil {
+			w.log.Info(kind+" cut short by shutdown; the next start scans the rest", "files", p.seen.Load(),
+				"hashed", p.hashed.Load(), "elapsed", time.Since(p.start).Round(time.Millisecond))
+		}
+	}()
 	w.mu.Lock()
 	reload := !w.view.loaded || w.view.dirty
 	w.mu.Unlock()
