@@ -540,3 +540,63 @@ func sameEntry(a, b store.TrustEntry) bool {
 	return a.UID == b.UID && a.Source == b.Source && a.Note == b.Note &&
 		a.Added.UnixMilli() == b.Added.UnixMilli() && slices.Equal(a.VouchedBy, b.VouchedBy)
 }
+
+// TestTrustSync_TwoHomesAgreeAfterRestore: W10 end to end. Home A distrusts
+// its plugin (B stops trusting it too), then A restores a backup taken
+// before; A's withdrawal comes back from B by catch-up, and A distrusts the
+// plugin again: a new write by the plugin on A is refused, as B refuses it.
+func TestTrustSync_TwoHomesAgreeAfterRestore(t *testing.T) {
+	ctx := context.Background()
+	dirA := dataDir(t, "a")
+	cfgA := testConfig(t, dirA)
+	a := openNodeNoCleanup(t, cfgA)
+	b := joinHome(t, a, testConfig(t, dataDir(t, "b")))
+	plugin, x := signer(t), testCID(100)
+	submitAccepted(t, a, plugin.Text(x, "title", "Heat", nowMS()))
+	waitFor(t, 30*time.Second, "A's plugin's claim on B", func() error {
+		return hasField(ctx, b.Store(), x, "title", "Heat")
+	})
+	closeNode(t, a)
+	backup := backupTruth(t, dirA)
+
+	cfgA.Bootstrap = b.Addrs()[:1]
+	a = openNodeNoCleanup(t, cfgA)
+	if err := a.Distrust(ctx, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "B stops trusting the plugin", func() error {
+		if b.Store().Trusted(plugin.UID()) {
+			return errNo
+		}
+		return nil
+	})
+	closeNode(t, a)
+
+	restoreTruth(t, backup, dirA)
+	cfgA, logs := capturing(t, cfgA)
+	a = node.New(cfgA)
+	node.SetTrustCheckEvery(a, 200*time.Millisecond)
+	if err := a.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeNode(t, a) })
+	waitFor(t, 30*time.Second, "A distrusts the plugin again once its withdrawal is back", func() error {
+		if !a.Store().Distrusted(plugin.UID()) || warns(logs, "trust list: distrusted a signer again", plugin.UID()) == 0 {
+			return errNo
+		}
+		return nil
+	})
+	res, err := a.SubmitClaims(ctx, []store.Claim{plugin.Text(testCID(101), "title", "Rashomon", nowMS())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0].Err, store.ErrUntrusted) {
+		t.Fatalf("the plugin's write on A: %v %v, want untrusted", res[0].Outcome, res[0].Err)
+	}
+	if err := lacksKey(ctx, a.Store(), x, "title"); err != nil {
+		t.Fatalf("A still counts the plugin: %v", err)
+	}
+	if b.Store().Trusted(plugin.UID()) {
+		t.Fatal("B trusts the plugin again")
+	}
+}
