@@ -118,10 +118,10 @@ func (n *Node) publishTrustRow(ctx context.Context, uid string, v ownVouch, r tr
 	}
 	at, since := time.UnixMilli(int64(v.ts)).UTC(), r.changed.UTC()
 	if r.trusted {
-		n.log.Warn("trust list: vouched again for a signer: the trust list trusts it since after this node withdrew its vouch (an interrupted trust add?)",
+		n.log.Warn("trust list: vouched again for a signer: the trust list trusted it after this node withdrew its vouch (an interrupted trust add?)",
 			"uid", uid, "withdrawn", at, "trustedSince", since)
 	} else {
-		n.log.Warn("trust list: withdrew the vouch for a signer again: the trust list distrusts it since after this node vouched (an interrupted trust rm?)",
+		n.log.Warn("trust list: withdrew the vouch for a signer again: the trust list distrusted it after this node vouched (an interrupted trust rm?)",
 			"uid", uid, "vouched", at, "distrustedSince", since)
 	}
 	return nil
