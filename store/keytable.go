@@ -14,7 +14,7 @@ import (
 // additions, three quarters of a verification, so a signer seen often
 // verifies about three times cheaper with its table. A table is about 1 MB
 // and takes about 15 ms to build, so only frequent signers get one
-// (keyCache.tableFor).
+// (keyCache.noteVerified).
 type keyTable [32][256]secp256k1.JacobianPoint
 
 // newKeyTable builds q's table. The 256 doublings of q are put in affine

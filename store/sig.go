@@ -295,24 +295,21 @@ func (kc *keyCache) entry(uid string) (*keyEntry, error) {
 	return e, nil
 }
 
-// tableFor returns e's table, building it on the verification that makes
-// e a frequent signer (one caller builds; the others go on without it).
-func (kc *keyCache) tableFor(e *keyEntry) *keyTable {
-	if t := e.table.Load(); t != nil {
-		return t
-	}
+// noteVerified counts a valid signature of e's key and builds its table on
+// the count that makes e a frequent signer (one caller builds; the others go
+// on without it). Only valid signatures count: forged ones must not earn a
+// key one of the few tables.
+func (kc *keyCache) noteVerified(e *keyEntry) {
 	if e.uses.Add(1) != kc.tableAfter {
-		return nil
+		return
 	}
 	if kc.tables.Add(1) > keyTablesMax {
 		kc.tables.Add(-1)
-		return nil
+		return
 	}
 	var q secp256k1.JacobianPoint
 	e.pk.AsJacobian(&q)
-	t := newKeyTable(&q)
-	e.table.Store(t)
-	return t
+	e.table.Store(newKeyTable(&q))
 }
 
 func (kc *keyCache) verify(c *Claim, id ID) error { return kc.verifyWith(c, id, true) }
@@ -329,18 +326,17 @@ func (kc *keyCache) verifyWith(c *Claim, id ID, tables bool) error {
 	if s.IsOverHalfOrder() {
 		return fmt.Errorf("%w: high-S signature (malleable)", ErrBadSignature)
 	}
-	var t *keyTable
-	if tables {
-		t = kc.tableFor(e)
+	if t := e.table.Load(); tables && t != nil {
+		if !verifyTable(t, &r, &s, id[:]) {
+			return fmt.Errorf("%w: does not verify against %s", ErrBadSignature, c.UID)
+		}
+		return nil
 	}
-	var ok bool
-	if t != nil {
-		ok = verifyTable(t, &r, &s, id[:])
-	} else {
-		ok = ecdsa.NewSignature(&r, &s).Verify(id[:], e.pk)
-	}
-	if !ok {
+	if !ecdsa.NewSignature(&r, &s).Verify(id[:], e.pk) {
 		return fmt.Errorf("%w: does not verify against %s", ErrBadSignature, c.UID)
+	}
+	if tables {
+		kc.noteVerified(e)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func TestKeyCache_ParsesOnce(t *testing.T) {
 }
 
 // TestKeyCache_TableForFrequentSigners: a signer's table is built on its
-// tableAfter-th verification, is then used (a valid claim passes, a forged
+// tableAfter-th valid verification, is then used (a valid claim passes, a forged
 // one fails with ErrBadSignature), and no more than keyTablesMax are built.
 func TestKeyCache_TableForFrequentSigners(t *testing.T) {
 	kc := newKeyCache(3)
@@ -67,6 +67,20 @@ func TestKeyCache_TableForFrequentSigners(t *testing.T) {
 	}
 	if kc.tables.Load() != 1 {
 		t.Fatalf("%d tables counted, want 1", kc.tables.Load())
+	}
+
+	// Forged claims never count towards a table: a key that signed nothing
+	// valid cannot take one of the few slots.
+	forger, _ := GenerateSigner()
+	fc := forger.Text("bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy", "title", "x", 1)
+	fc.Value = []byte("y")
+	for range 5 {
+		if err := kc.verify(&fc, fc.ID()); !errors.Is(err, ErrBadSignature) {
+			t.Fatalf("forged claim: %v", err)
+		}
+	}
+	if fe, _ := kc.entry(forger.UID()); fe.table.Load() != nil || kc.tables.Load() != 1 {
+		t.Fatalf("forged signatures earned a table (%d counted)", kc.tables.Load())
 	}
 
 	kc.tables.Store(keyTablesMax)
