@@ -48,6 +48,10 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) erro
 	if _, err := n.reconcileTrustLocked(ctx); err != nil {
 		n.log.Error("trust list check", "err", err)
 	}
+	own, err := n.ownVouches(ctx)
+	if err != nil {
+		return fmt.Errorf("trust local signers: %w", err)
+	}
 	seen := make(map[string]bool)
 	var vouches []store.Claim
 	for i := range claims {
@@ -64,8 +68,9 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) erro
 		if err := n.store.Trust(ctx, uid, "local writer"); err != nil {
 			return fmt.Errorf("trust local signer %s: %w", uid, err)
 		}
-		v := n.identity.Text(n.peerCID, store.VouchPrefix+uid, "true", n.nowMS())
-		vouches = append(vouches, v)
+		// After any earlier own vouch claim for uid, as signVouch does.
+		ts := max(n.nowMS(), own[uid].ts+1)
+		vouches = append(vouches, n.identity.Text(n.peerCID, store.VouchPrefix+uid, "true", ts))
 		n.log.Info("trusted and vouched for a local signer", "uid", uid)
 	}
 	if len(vouches) == 0 {
@@ -76,6 +81,11 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) erro
 		return fmt.Errorf("store vouches: %w", err)
 	}
 	n.share(vouches, res)
+	for i := range vouches {
+		if err := notStored(vouches[i], res, i); err != nil {
+			return fmt.Errorf("store vouches: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -246,8 +256,14 @@ func (n *Node) Distrust(ctx context.Context, uid string) error {
 		return err
 	}
 	if vouched {
-		if err := n.signVouch(ctx, uid, false, 0); err != nil {
+		// After this node's latest vouch claim, not merely now: a clock
+		// stepped back since the vouch would make the withdrawal stale.
+		vouches, err := n.ownVouches(ctx)
+		if err != nil {
 			return fmt.Errorf("withdraw vouch: %w", err)
+		}
+		if err := n.signVouch(ctx, uid, false, vouches[uid].ts); err != nil {
+			return fmt.Errorf("withdraw vouch (%s is distrusted here; the node's check retries the withdrawal): %w", uid, err)
 		}
 	}
 	n.swarm.Resync()

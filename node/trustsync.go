@@ -65,7 +65,7 @@ func (n *Node) reconcileTrustLocked(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	changed := 0
+	changed, now := 0, n.nowMS()
 	var errs []error
 	for _, uid := range slices.Sorted(maps.Keys(vouches)) {
 		v := vouches[uid]
@@ -74,7 +74,9 @@ func (n *Node) reconcileTrustLocked(ctx context.Context) (int, error) {
 			continue
 		}
 		// On a tie the table wins: the owner's commands change it first.
-		if !listed || r.changed.UnixMilli() < int64(v.ts) {
+		// A vouch dated after this clock's now was signed before the clock
+		// stepped back, so its time cannot prove it newer than the row.
+		if !listed || (r.changed.UnixMilli() < int64(v.ts) && v.ts <= now) {
 			err = n.applyOwnVouch(ctx, uid, v, r, listed)
 		} else {
 			err = n.publishTrustRow(ctx, uid, v, r)
@@ -140,7 +142,25 @@ func (n *Node) signVouch(ctx context.Context, uid string, live bool, after uint6
 		return err
 	}
 	n.share([]store.Claim{c}, res)
-	return nil
+	return notStored(c, res, 0)
+}
+
+// notStored is why the store did not keep this node's vouch claim c
+// (res[i]), or nil: a trust decision the store dropped (stale, or rejected
+// as dated too far ahead when the clock stepped back) must not pass as done.
+func notStored(c store.Claim, res []store.Result, i int) error {
+	if i >= len(res) {
+		return fmt.Errorf("vouch claim %s: no result", c.Key)
+	}
+	r := res[i]
+	if r.Stored || r.Outcome == store.Unchanged { // Unchanged: already held
+		return nil
+	}
+	at := time.UnixMilli(int64(c.TS)).UTC()
+	if r.Err != nil {
+		return fmt.Errorf("vouch claim %s dated %s %s: %w", c.Key, at, r.Outcome, r.Err)
+	}
+	return fmt.Errorf("vouch claim %s dated %s %s: this node holds a newer one", c.Key, at, r.Outcome)
 }
 
 // ownVouches reads this node's latest vouch claim per uid (one record: the
