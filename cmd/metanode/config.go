@@ -266,20 +266,23 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 }
 
 // decodeYAML applies a YAML document onto c, key by key, so an error names
-// the key and its line. ${VAR} references are expanded first (expandVars).
+// the key and its line. ${VAR} references in the values are expanded
+// (expandNode).
 func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, layers configLayers) error {
-	text, err := expandVars(string(b), path, getenv)
-	if err != nil {
-		return err
-	}
-	b = []byte(text)
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil // an empty file: defaults
 		}
+		if bytes.Contains(b, []byte("${")) {
+			// In [ ] and { } a brace ends a plain value.
+			return fmt.Errorf("config file %s: %w (a ${VAR} inside [ ] or { } must be quoted: \"${VAR}\")", path, err)
+		}
 		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if err := expandNode(&doc, path, getenv); err != nil {
+		return err
 	}
 	if len(doc.Content) == 0 {
 		return nil
@@ -310,6 +313,10 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 	}
 	// The key-by-key walk above is the strict check; decoding the whole
 	// document with KnownFields guards against a key the table forgot.
+	b, err := yaml.Marshal(&doc) // as expanded
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
 	var strict Config
 	sd := yaml.NewDecoder(bytes.NewReader(b))
 	sd.KnownFields(true)

@@ -169,7 +169,7 @@ func TestLoadConfig_VariableForms(t *testing.T) {
 	}
 	for _, tc := range []struct{ body, want string }{
 		{"http: 127.0.0.1:9000\nlisten:\n  - /ip4/127.0.0.1/tcp/4001\nfiles: ${MEDIA_DIR}\n", "line 4: unset variable ${MEDIA_DIR}"},
-		{"files: ${MEDIA_DIR\n", "line 1: \"${MEDIA_DIR\\n\" has no closing }"},
+		{"files: ${MEDIA_DIR\n", "line 1: \"${MEDIA_DIR\" has no closing }"},
 		{"files: ${1X}\n", "line 1: ${1X}: want ${NAME}"},
 	} {
 		path := writeFile(t, dir, "bad.yml", tc.body)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // ErrUnsetVariable is wrapped by the error for a ${VAR} in the config file
@@ -11,64 +13,75 @@ import (
 // `files: ${MEDIA_DIR}` into no watcher at all.
 var ErrUnsetVariable = errors.New("unset variable")
 
-// expandVars replaces ${VAR} and ${VAR:-default} in a config file's text
-// with the environment's values, line by line so an error names the line.
-// A bare $ is left as written, and so are comments (a whole-line or a
-// trailing # comment), so the commented defaults may mention variables.
-func expandVars(text, path string, getenv func(string) string) (string, error) {
-	lines := strings.SplitAfter(text, "\n")
-	for i, line := range lines {
-		body, comment := splitComment(line)
-		var out strings.Builder
-		for {
-			start := strings.Index(body, "${")
-			if start < 0 {
-				break
-			}
-			end := strings.IndexByte(body[start:], '}')
-			if end < 0 {
-				return "", fmt.Errorf("config file %s line %d: %q has no closing }", path, i+1, body[start:])
-			}
-			ref := body[start+2 : start+end]
-			name, def, hasDef := strings.Cut(ref, ":-")
-			if !validVarName(name) {
-				return "", fmt.Errorf("config file %s line %d: ${%s}: want ${NAME} or ${NAME:-default}, NAME of letters, digits and _", path, i+1, ref)
-			}
-			v := getenv(name)
-			if v == "" {
-				if !hasDef {
-					return "", fmt.Errorf("config file %s line %d: %w ${%s}: set it in the environment, or write ${%s:-default} for a default (${%s:-} for empty)",
-						path, i+1, ErrUnsetVariable, name, name, name)
-				}
-				v = def
-			}
-			out.WriteString(body[:start])
-			out.WriteString(v)
-			body = body[start+end+1:]
+// expandNode replaces ${VAR} and ${VAR:-default} in the scalar values under
+// v (a parsed config file) with the environment's values. Working on the
+// parsed values rather than the text leaves comments, quoting and escapes
+// to YAML (a scanner of our own misread `bob's music  # ${OLD}`), and a
+// value cannot change the document's structure. A bare $ is left as written.
+func expandNode(v *yaml.Node, path string, getenv func(string) string) error {
+	switch v.Kind {
+	case yaml.ScalarNode:
+		s, err := expandVars(v.Value, path, v.Line, getenv)
+		if err != nil || s == v.Value {
+			return err
 		}
-		out.WriteString(body)
-		lines[i] = out.String() + comment
+		v.Value = s
+		if v.Style&(yaml.TaggedStyle|yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+			// A plain value's type follows what it expands to, as
+			// if written so: max-conns: ${N} is a number.
+			v.Tag = ""
+			v.Tag = v.ShortTag()
+		}
+	case yaml.MappingNode:
+		for i := 1; i < len(v.Content); i += 2 { // values only: keys are setting names
+			if err := expandNode(v.Content[i], path, getenv); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode, yaml.DocumentNode:
+		for _, c := range v.Content {
+			if err := expandNode(c, path, getenv); err != nil {
+				return err
+			}
+		}
 	}
-	return strings.Join(lines, ""), nil
+	return nil
 }
 
-// splitComment splits a YAML line before its comment: a # at the start or
-// after a blank, outside quotes.
-func splitComment(line string) (body, comment string) {
-	var quote byte
-	for i := 0; i < len(line); i++ {
-		switch ch := line[i]; {
-		case quote != 0:
-			if ch == quote {
-				quote = 0
-			}
-		case ch == '\'' || ch == '"':
-			quote = ch
-		case ch == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t'):
-			return line[:i], line[i:]
-		}
+// expandVars expands the ${…} references of one value starting on line.
+func expandVars(s, path string, line int, getenv func(string) string) (string, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil
 	}
-	return line, ""
+	var out strings.Builder
+	for {
+		start := strings.Index(s, "${")
+		if start < 0 {
+			break
+		}
+		end := strings.IndexByte(s[start:], '}')
+		if end < 0 {
+			return "", fmt.Errorf("config file %s line %d: %q has no closing }", path, line, s[start:])
+		}
+		ref := s[start+2 : start+end]
+		name, def, hasDef := strings.Cut(ref, ":-")
+		if !validVarName(name) {
+			return "", fmt.Errorf("config file %s line %d: ${%s}: want ${NAME} or ${NAME:-default}, NAME of letters, digits and _", path, line, ref)
+		}
+		v := getenv(name)
+		if v == "" {
+			if !hasDef {
+				return "", fmt.Errorf("config file %s line %d: %w ${%s}: set it in the environment, or write ${%s:-default} for a default (${%s:-} for empty)",
+					path, line, ErrUnsetVariable, name, name, name)
+			}
+			v = def
+		}
+		out.WriteString(s[:start])
+		out.WriteString(v)
+		s = s[start+end+1:]
+	}
+	out.WriteString(s)
+	return out.String(), nil
 }
 
 func validVarName(name string) bool {
