@@ -23,6 +23,8 @@ const defaultAPI = "http://127.0.0.1:9000"
 // METANODE_API, else the HTTP address serve would listen on with the same
 // config (--config or METANODE_CONFIG, <data>/metanode.yml, META_CORE_HTTP_PORT,
 // METANODE_HTTP), so a node whose API moved the documented ways is found.
+// Only that address is read: the rest of the config, and a file that cannot
+// be read or parsed, do not stop a client command.
 type apiTarget struct {
 	api        *string
 	vals       map[string][]string // --data (and the command's own config flags)
@@ -49,7 +51,8 @@ func (c *cli) url(t *apiTarget) (string, error) {
 	if v := c.getenv("METANODE_API"); v != "" {
 		return v, nil
 	}
-	cfg, layers, err := c.loadConfig(t.vals, *t.configPath)
+	// Only the http setting: the rest of the config is serve's business.
+	cfg, layers, err := LoadConfig(loadOptions{getenv: c.getenv, configPath: *t.configPath, flags: t.vals, only: "http"})
 	if err != nil {
 		return "", err
 	}

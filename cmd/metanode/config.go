@@ -158,6 +158,9 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // ErrUnknownKey is wrapped by the error for a YAML key that is not a setting.
 var ErrUnknownKey = errors.New("unknown key")
 
+// errYAMLSyntax is wrapped by the error for a config file that is not YAML.
+var errYAMLSyntax = errors.New("not valid YAML")
+
 // configLayers records which settings a layer above the defaults set, so the
 // profile fills only what nobody chose.
 type configLayers struct {
@@ -172,6 +175,11 @@ type loadOptions struct {
 	configPath string              // --config
 	fileBytes  []byte              // when set, the config file's content (not read from configPath)
 	flags      map[string][]string // flag name -> values, in command-line order
+	// only, when set, resolves that one setting: other keys, variables and
+	// flags are not read, and a config file that cannot be read or parsed
+	// is passed over (a client command needs only the API address, and
+	// must not fail on a ${VAR} set only where serve runs).
+	only string
 }
 
 // LoadConfig builds the serve configuration: defaults, then the YAML file
@@ -204,10 +212,13 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 	}
 	switch {
 	case err == nil:
-		if err := decodeYAML(&c, b, path, opt.getenv, layers); err != nil {
+		err := decodeYAML(&c, b, path, opt.getenv, layers, opt.only)
+		if err != nil && !(opt.only != "" && errors.Is(err, errYAMLSyntax)) {
 			return c, layers, err
 		}
 		layers.file = path
+	case opt.only != "":
+		// Unreadable: the setting comes from the other layers or the default.
 	case !required && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)):
 		// No file in the data directory (or no data directory yet, or a
 		// file where it should be: opening the data directory says so).
@@ -218,6 +229,9 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 	}
 
 	for _, s := range settings {
+		if opt.only != "" && s.name != opt.only {
+			continue
+		}
 		for _, name := range s.env {
 			v := opt.getenv(name)
 			if v == "" {
@@ -238,6 +252,9 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 		}
 	}
 	for _, s := range settings {
+		if opt.only != "" && s.name != opt.only {
+			continue
+		}
 		if v, ok := opt.flags[s.name]; ok {
 			if err := s.parse(&c, v, "flag --"+s.name); err != nil {
 				var ce *ConfigError
@@ -251,8 +268,9 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 		}
 	}
 	c.expandPaths(opt.getenv)
-	err = c.applyProfile(layers.set)
-	if err == nil {
+	if opt.only != "" {
+		err = c.validateOne(opt.only)
+	} else if err = c.applyProfile(layers.set); err == nil {
 		err = c.Validate()
 	}
 	// Say where the offending value came from: the line of the file, or
@@ -268,7 +286,7 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 // decodeYAML applies a YAML document onto c, key by key, so an error names
 // the key and its line. ${VAR} references in the values are expanded
 // (expandNode).
-func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, layers configLayers) error {
+func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, layers configLayers, only string) error {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&doc); err != nil {
@@ -277,12 +295,9 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 		}
 		if bytes.Contains(b, []byte("${")) {
 			// In [ ] and { } a brace ends a plain value.
-			return fmt.Errorf("config file %s: %w (a ${VAR} inside [ ] or { } must be quoted: \"${VAR}\")", path, err)
+			return fmt.Errorf("config file %s: %w: %w (a ${VAR} inside [ ] or { } must be quoted: \"${VAR}\")", path, errYAMLSyntax, err)
 		}
-		return fmt.Errorf("config file %s: %w", path, err)
-	}
-	if err := expandNode(&doc, path, getenv); err != nil {
-		return err
+		return fmt.Errorf("config file %s: %w: %w", path, errYAMLSyntax, err)
 	}
 	if len(doc.Content) == 0 {
 		return nil
@@ -296,6 +311,9 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
+		if only != "" && k.Value != only {
+			continue
+		}
 		src := fmt.Sprintf("config file %s line %d", path, k.Line)
 		s := settingNamed(k.Value)
 		if s == nil {
@@ -305,11 +323,17 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 		if layers.set[s.name] {
 			return &ConfigError{Field: k.Value, Value: nodeString(v), Source: src, Err: errors.New("set twice")}
 		}
+		if err := expandNode(v, path, getenv); err != nil {
+			return err
+		}
 		if err := v.Decode(s.field(c)); err != nil {
 			return &ConfigError{Field: k.Value, Value: nodeString(v), Source: src, Err: fmt.Errorf("want %s", kindOf(s.field(c)))}
 		}
 		layers.set[s.name] = true
 		layers.src[s.name] = src
+	}
+	if only != "" {
+		return nil
 	}
 	// The key-by-key walk above is the strict check; decoding the whole
 	// document with KnownFields guards against a key the table forgot.
@@ -409,6 +433,16 @@ func (c *Config) applyProfile(set map[string]bool) error {
 	}
 	if c.Replicate != "all" {
 		return &ConfigError{Field: "replicate", Value: c.Replicate, Err: errors.New("a bootstrap node keeps every claim: use replicate all or profile home")}
+	}
+	return nil
+}
+
+// validateOne checks one setting's shape.
+func (c *Config) validateOne(name string) error {
+	if s := settingNamed(name); s != nil && s.check != nil {
+		if msg := s.check(c); msg != "" {
+			return &ConfigError{Field: s.name, Value: valueString(s.field(c)), Err: errors.New(msg)}
+		}
 	}
 	return nil
 }

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRun_ClientIgnoresUnrelatedConfig: a client command reads only the
+// API address from the config serve would read (review 2.1: `files:
+// ${MEDIA_DIR}` in the default data directory's file, with MEDIA_DIR set
+// only where serve runs, made a plain `metanode status` fail). Nothing
+// listens on 127.0.0.1:1, so "no node answers at http://127.0.0.1:1" shows
+// that the address was taken from the file and nothing else stopped it.
+func TestRun_ClientIgnoresUnrelatedConfig(t *testing.T) {
+	dir := t.TempDir()
+	def := filepath.Join(dir, ".local", "share", "metanode")
+	other := filepath.Join(dir, "other")
+	for _, d := range []string{def, other} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := "files: ${MEDIA_DIR}\nhttp: 127.0.0.1:1\ntrust: bogus\nbogus-key: 1\n"
+	writeFile(t, def, "metanode.yml", body)
+	writeFile(t, other, "metanode.yml", body)
+	conf := writeFile(t, dir, "c.yml", body)
+	const want = "no node answers at http://127.0.0.1:1"
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{map[string]string{"HOME": dir}, nil},
+		{map[string]string{"HOME": dir, "METANODE_LOG_LEVEL": "verbose", "METANODE_MAX_CONNS": "x"}, nil},
+		{map[string]string{"HOME": dir, "METANODE_DATA": other}, nil},
+		{map[string]string{"HOME": dir}, []string{"--config", conf}},
+		{map[string]string{"HOME": dir, "METANODE_CONFIG": conf}, nil},
+	} {
+		for _, cmd := range [][]string{{"status"}, {"trust", "ls"}, {"health"}} {
+			args := append(append([]string{}, cmd...), tc.args...)
+			r := runCLI(t, tc.env, nil, args...)
+			r.want(t, 1, args...)
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("metanode %v with %v: stderr %q, want %q", args, tc.env, r.stderr, want)
+			}
+		}
+	}
+	// serve still refuses the file.
+	r := runCLI(t, map[string]string{"HOME": dir}, nil, "serve", "--config", conf)
+	r.want(t, 1, "serve --config", conf)
+	if !strings.Contains(r.stderr, "MEDIA_DIR") {
+		t.Fatalf("serve with an unset variable: %q", r.stderr)
+	}
+	// The address itself wrong is still an error, naming it.
+	for _, tc := range []struct{ body, want string }{
+		{"http: ${API_ADDR}\n", "unset variable ${API_ADDR}"},
+		{"http: nowhere\n", "config http"},
+	} {
+		c := writeFile(t, dir, "bad.yml", tc.body)
+		r := runCLI(t, map[string]string{"HOME": dir}, nil, "status", "--config", c)
+		r.want(t, 1, "status with", tc.body)
+		if !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("status with %q: stderr %q, want %q", tc.body, r.stderr, tc.want)
+		}
+	}
+	// A file that is not YAML cannot give the address: the default is used
+	// (which may or may not answer here), and the file is not complained of.
+	writeFile(t, other, "metanode.yml", "files: [\n")
+	r = runCLI(t, map[string]string{"HOME": dir, "METANODE_DATA": other}, nil, "status")
+	if strings.Contains(r.stderr, "config") {
+		t.Fatalf("status with a broken data-dir config: %q", r.stderr)
+	}
+}
