@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -45,4 +46,35 @@ func TestNode_TruthElsewhereLocked(t *testing.T) {
 		t.Fatalf("second node on the first's truth database: %v, want a *fs.PathError for %s", err, dir)
 	}
 	_ = second.Close()
+}
+
+// A truth database in the data directory, named by another path to the
+// same directory (absolute against relative, through a symlink), is under
+// the data directory's lock: the node does not lock itself out (review 2.3:
+// --data mn --truth-db $PWD/mn/truth.db failed as "another metanode").
+func TestNode_TruthInDataDirOtherPath(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	cfg := testConfig(t, "mn")
+	cfg.TruthPath = filepath.Join(dir, "mn", node.TruthFile)
+	n := openNodeNoCleanup(t, cfg)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(filepath.Join(dir, "mn"), link); err != nil {
+		t.Fatal(err)
+	}
+	cfg = testConfig(t, link)
+	cfg.TruthPath = filepath.Join(dir, "mn", node.TruthFile)
+	n = openNodeNoCleanup(t, cfg)
+	// Still one lock: a second node on the real directory is refused.
+	second := node.New(testConfig(t, filepath.Join(dir, "mn")))
+	if err := second.Open(context.Background()); !errors.Is(err, node.ErrDataDirInUse) {
+		t.Fatalf("second node on the directory behind the symlink: %v", err)
+	}
+	_ = second.Close()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

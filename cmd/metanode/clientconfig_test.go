@@ -72,3 +72,24 @@ func TestRun_ClientIgnoresUnrelatedConfig(t *testing.T) {
 		t.Fatalf("status with a broken data-dir config: %q", r.stderr)
 	}
 }
+
+// TestRun_ServeTruthInDataDirByOtherPath: --data mn --truth-db $PWD/mn/truth.db
+// is one directory: serve runs (review 2.3: it locked itself out and blamed
+// "another metanode"), and a second node on it is told to change --data.
+func TestRun_ServeTruthInDataDirByOtherPath(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	env := map[string]string{"HOME": dir}
+	truth := filepath.Join(dir, "mn", "truth.db")
+	_, _, stop := serveInProcess(t, env, "--data", "mn", "--truth-db", truth)
+	args := []string{"serve", "--data", filepath.Join(dir, "mn"), "--truth-db", "mn/truth.db",
+		"--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"}
+	r := runCLI(t, env, nil, args...)
+	r.want(t, 1, args...)
+	if !strings.Contains(r.stderr, "another --data") || strings.Contains(r.stderr, "--truth-db") {
+		t.Fatalf("a second node on the same directory: %q", r.stderr)
+	}
+	if c := stop(); c != 0 {
+		t.Fatalf("serve exit %d", c)
+	}
+}
