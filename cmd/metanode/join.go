@@ -428,7 +428,8 @@ func writeFileAtomic(path string, b []byte) error {
 // runs the same node on the same addresses. It returns them with the
 // command that restarts this node (the hint join prints when done). The
 // data directory cannot live in <data>/metanode.yml: it is persisted only
-// in a config elsewhere (--config), else the hint repeats --data.
+// in a config elsewhere (--config, given by flag or METANODE_DATA), else the
+// hint repeats --data.
 func joinPersisted(cfg Config, layers configLayers, flags map[string][]string, confPath string) (map[string]any, string, error) {
 	inDataDir := filepath.Clean(confPath) == filepath.Clean(filepath.Join(cfg.Data, node.ConfigFile))
 	given := make(map[string]any)
@@ -464,8 +465,17 @@ func joinPersisted(cfg Config, layers configLayers, flags map[string][]string, c
 			given[s.name] = *p
 		}
 	}
-	next := "metanode serve"
 	src := layers.src["data"]
+	if !inDataDir && strings.HasPrefix(src, "environment ") {
+		// The config restarts this node from any shell or unit, which
+		// need not set METANODE_DATA as this one did (review 2.4).
+		abs, err := filepath.Abs(cfg.Data)
+		if err != nil {
+			return nil, "", fmt.Errorf("data: %w", err)
+		}
+		given["data"] = abs
+	}
+	next := "metanode serve"
 	switch {
 	case !inDataDir:
 		abs, err := filepath.Abs(confPath)
