@@ -52,6 +52,9 @@ type Node struct {
 	// and then signs a vouch, and the reconciliation must not see half of one.
 	trustMu    sync.Mutex
 	trustEvery time.Duration // reconcileTrust's period (trustCheckEvery)
+	// clockAhead: uid -> ts of an own vouch claim too far ahead of the
+	// clock to sign after yet, already logged (under trustMu).
+	clockAhead map[string]uint64
 
 	mu     sync.Mutex
 	opened bool
@@ -73,6 +76,7 @@ func New(cfg Config) *Node {
 		ready: make(chan struct{}),
 
 		trustEvery: trustCheckEvery,
+		clockAhead: make(map[string]uint64),
 	}
 }
 

@@ -76,9 +76,15 @@ func (n *Node) reconcileTrustLocked(ctx context.Context) (int, error) {
 		// On a tie the table wins: the owner's commands change it first.
 		// A vouch dated after this clock's now was signed before the clock
 		// stepped back, so its time cannot prove it newer than the row.
-		if !listed || (r.changed.UnixMilli() < int64(v.ts) && v.ts <= now) {
+		switch {
+		case !listed || (r.changed.UnixMilli() < int64(v.ts) && v.ts <= now):
 			err = n.applyOwnVouch(ctx, uid, v, r, listed)
-		} else {
+		case v.ts+1 > now+uint64(store.DefaultMaxSkew.Milliseconds()):
+			// The store would refuse a claim dated after v as future:
+			// wait for the clock, saying so once, not every check.
+			n.waitForClock(uid, v, r)
+			continue
+		default:
 			err = n.publishTrustRow(ctx, uid, v, r)
 		}
 		if err != nil {
@@ -111,6 +117,20 @@ func (n *Node) applyOwnVouch(ctx context.Context, uid string, v ownVouch, r trus
 	n.log.Warn("trust list: distrusted a signer again: this node withdrew its vouch after the trust list's entry was made (a restored backup?)",
 		"uid", uid, "withdrawn", at, "entry", entry)
 	return nil
+}
+
+// waitForClock logs, once per vouch claim, that the trust row's change
+// cannot be signed yet: this node's latest vouch claim for uid is dated
+// further ahead of the clock than the store accepts (the clock stepped
+// back since it was signed).
+func (n *Node) waitForClock(uid string, v ownVouch, r trustRow) {
+	if n.clockAhead[uid] == v.ts {
+		return
+	}
+	n.clockAhead[uid] = v.ts
+	at := time.UnixMilli(int64(v.ts)).UTC()
+	n.log.Warn("trust list: this node's vouch claim for a signer is dated ahead of its clock (the clock stepped back?): the trust list stands, and its change is signed once the clock is within the allowance",
+		"uid", uid, "vouchDated", at, "trusted", r.trusted, "allowance", store.DefaultMaxSkew, "signableFrom", at.Add(-store.DefaultMaxSkew))
 }
 
 // publishTrustRow makes the public vouch follow a newer trust table row.
