@@ -66,10 +66,12 @@ func TestRun_ClientIgnoresUnrelatedConfig(t *testing.T) {
 	}
 	// A file that is not YAML cannot give the address: the default is used
 	// (which may or may not answer here), and the file is not complained of.
-	writeFile(t, other, "metanode.yml", "files: [\n")
-	r = runCLI(t, map[string]string{"HOME": dir, "METANODE_DATA": other}, nil, "status")
-	if strings.Contains(r.stderr, "config") {
-		t.Fatalf("status with a broken data-dir config: %q", r.stderr)
+	for _, body := range []string{"files: [\n", "- a list\n"} {
+		writeFile(t, other, "metanode.yml", body)
+		r = runCLI(t, map[string]string{"HOME": dir, "METANODE_DATA": other}, nil, "status")
+		if strings.Contains(r.stderr, "config") {
+			t.Fatalf("status with data-dir config %q: %q", body, r.stderr)
+		}
 	}
 }
 

@@ -307,6 +307,9 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 		return nil
 	}
 	if m.Kind != yaml.MappingNode {
+		if only != "" {
+			return nil // no settings in it: nothing to take
+		}
 		return fmt.Errorf("config file %s line %d: want a mapping of settings (key: value)", path, m.Line)
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
