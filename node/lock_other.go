@@ -8,6 +8,3 @@ const LockFile = "lock"
 // lockDataDir does nothing on systems without flock: there, the owner must
 // not start two nodes on one data directory.
 func lockDataDir(dir string) (func() error, error) { return func() error { return nil }, nil }
-
-// sameDir is unused where no lock is taken.
-func sameDir(a, b string) bool { return false }

@@ -36,20 +36,3 @@ func lockDataDir(dir string) (func() error, error) {
 	}
 	return f.Close, nil // closing the file releases the lock
 }
-
-// sameDir reports whether a and b name one directory, however written
-// (relative or absolute, through a symlink): flock is per open file, so
-// locking one directory twice through two paths locks the node out.
-func sameDir(a, b string) bool {
-	if b == "" {
-		return false
-	}
-	ia, errA := os.Stat(a)
-	ib, errB := os.Stat(b)
-	if errA == nil && errB == nil {
-		return os.SameFile(ia, ib)
-	}
-	absA, errA := filepath.Abs(a)
-	absB, errB := filepath.Abs(b)
-	return errA == nil && errB == nil && absA == absB
-}

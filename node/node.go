@@ -114,7 +114,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	}
 	// A truth database kept elsewhere (--truth-db) is guarded by a lock in
 	// its own directory too: two nodes must never write one truth.
-	if td := filepath.Dir(n.cfg.TruthPath); n.cfg.TruthPath != "" && !sameDir(td, n.cfg.DataDir) {
+	if td := filepath.Dir(n.cfg.TruthPath); n.cfg.TruthPath != "" && !SameDir(td, n.cfg.DataDir) {
 		unlock, err := lockDataDir(td)
 		if err != nil {
 			return fmt.Errorf("open node: truth database %s: %w", n.cfg.TruthPath, err)

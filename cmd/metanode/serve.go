@@ -160,7 +160,7 @@ func explainOpen(err error, cfg Config) error {
 		// The lock that failed may be the one beside a truth database kept
 		// outside the data directory: then --data is not what to change.
 		var pe *fs.PathError
-		if errors.As(err, &pe) && cfg.TruthDB != "" && sameDir(pe.Path, filepath.Dir(cfg.TruthDB)) && !sameDir(pe.Path, cfg.Data) {
+		if errors.As(err, &pe) && cfg.TruthDB != "" && node.SameDir(pe.Path, filepath.Dir(cfg.TruthDB)) && !node.SameDir(pe.Path, cfg.Data) {
 			return &explained{err: err, msg: fmt.Sprintf("truth database %s: another metanode is running on it (lock in %s): stop that node first, or give this one another --truth-db (META_CORE_DB_PATH)", cfg.TruthDB, pe.Path)}
 		}
 		if pe != nil {
@@ -173,19 +173,6 @@ func explainOpen(err error, cfg Config) error {
 		return fmt.Errorf("%w: check the permissions of the data directory %s (--data)", err, cfg.Data)
 	}
 	return err
-}
-
-// sameDir reports whether a and b name one directory however written
-// (relative or absolute, through a symlink).
-func sameDir(a, b string) bool {
-	ia, errA := os.Stat(a)
-	ib, errB := os.Stat(b)
-	if errA == nil && errB == nil {
-		return os.SameFile(ia, ib)
-	}
-	absA, errA := filepath.Abs(a)
-	absB, errB := filepath.Abs(b)
-	return errA == nil && errB == nil && absA == absB
 }
 
 // explained is an error whose message says what happened and what to do
