@@ -211,14 +211,46 @@ func (n *Node) TrustList(ctx context.Context) (api.TrustList, error) {
 func (n *Node) Trust(ctx context.Context, uid string) error {
 	n.trustMu.Lock()
 	defer n.trustMu.Unlock()
-	if err := n.store.Trust(ctx, uid, "owner"); err != nil {
+	at, err := n.changeTime(ctx, uid)
+	if err != nil {
 		return err
 	}
-	if err := n.revouch(ctx, uid); err != nil {
+	if err := n.store.TrustAt(ctx, uid, "owner", at); err != nil {
+		return err
+	}
+	if err := n.revouch(ctx, uid); err != nil && !n.waitsForClock(uid, err) {
 		return err
 	}
 	n.swarm.Resync()
 	return nil
+}
+
+// changeTime dates an owner's trust change of uid: now (zero), or just after
+// this node's latest own vouch claim for uid when the clock is behind that
+// claim (stepped back since). The change is then the newer of the two
+// whatever the clock does next, and the trust check publishes it rather
+// than undo it.
+func (n *Node) changeTime(ctx context.Context, uid string) (time.Time, error) {
+	vouches, err := n.ownVouches(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if v, ok := vouches[uid]; ok && v.ts >= n.nowMS() {
+		return time.UnixMilli(int64(v.ts) + 1).UTC(), nil
+	}
+	return time.Time{}, nil
+}
+
+// waitsForClock reports whether err is a vouch claim the store refused as
+// dated in the future: the owner's change stands here, and the trust check
+// signs the claim once the clock is within the store's allowance of it.
+func (n *Node) waitsForClock(uid string, err error) bool {
+	if !errors.Is(err, store.ErrFutureTimestamp) {
+		return false
+	}
+	n.log.Warn("trust list: the change is made here; its vouch claim waits for the clock, which is behind this node's latest vouch claim (stepped back?): the trust check signs it when the clock allows",
+		"uid", uid, "err", err)
+	return true
 }
 
 // revouch signs a new vouch/<uid> when this node's latest vouch claim for
@@ -252,7 +284,11 @@ func (n *Node) Distrust(ctx context.Context, uid string) error {
 	if err != nil {
 		return err
 	}
-	if err := n.store.Distrust(ctx, uid); err != nil {
+	at, err := n.changeTime(ctx, uid)
+	if err != nil {
+		return err
+	}
+	if err := n.store.DistrustAt(ctx, uid, at); err != nil {
 		return err
 	}
 	if vouched {
@@ -262,8 +298,8 @@ func (n *Node) Distrust(ctx context.Context, uid string) error {
 		if err != nil {
 			return fmt.Errorf("withdraw vouch: %w", err)
 		}
-		if err := n.signVouch(ctx, uid, false, vouches[uid].ts); err != nil {
-			return fmt.Errorf("withdraw vouch (%s is distrusted here; the node's check retries the withdrawal): %w", uid, err)
+		if err := n.signVouch(ctx, uid, false, vouches[uid].ts); err != nil && !n.waitsForClock(uid, err) {
+			return fmt.Errorf("withdraw vouch: %w", err)
 		}
 	}
 	n.swarm.Resync()

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,10 +60,10 @@ func TestTrustClock_DistrustAfterSmallStepBack(t *testing.T) {
 
 // TestTrustClock_DistrustAfterLargeStepBack: the clock goes back an hour,
 // further than the store accepts a future claim, so the withdrawal cannot
-// be signed yet. trust rm says so (an error, not a silent success), the
-// plugin stays distrusted through the checks (one WARN line, not one per
-// check), and the check signs the withdrawal once the clock is within that
-// allowance of the vouch.
+// be signed yet. trust rm succeeds here and says (WARN) that the withdrawal
+// waits for the clock, the plugin stays distrusted through the checks (one
+// WARN line, not one per check), and the check signs the withdrawal once
+// the clock is within that allowance of the vouch.
 func TestTrustClock_DistrustAfterLargeStepBack(t *testing.T) {
 	ctx := context.Background()
 	var offset atomic.Int64
@@ -75,11 +74,12 @@ func TestTrustClock_DistrustAfterLargeStepBack(t *testing.T) {
 	vouch := ownVouch(t, a, plugin.UID())
 
 	offset.Store(0)
-	err := a.Distrust(ctx, plugin.UID())
-	if !errors.Is(err, store.ErrFutureTimestamp) {
-		t.Fatalf("trust rm with the clock an hour behind the vouch: %v, want an error wrapping %v", err, store.ErrFutureTimestamp)
+	if err := a.Distrust(ctx, plugin.UID()); err != nil {
+		t.Fatalf("trust rm with the clock an hour behind the vouch: %v", err)
 	}
-	t.Logf("trust rm: %v", err)
+	if got := warns(logs, "waits for the clock", plugin.UID()); got != 1 {
+		t.Fatalf("%d WARN lines saying the withdrawal waits for the clock, want 1", got)
+	}
 	for range 3 {
 		if n, err := node.ReconcileTrust(ctx, a); n != 0 || err != nil {
 			t.Fatalf("check with the withdrawal not yet signable: changed %d (%v), want 0, nil", n, err)
@@ -98,8 +98,10 @@ func TestTrustClock_DistrustAfterLargeStepBack(t *testing.T) {
 	// The clock has caught up to within the store's allowance of the vouch
 	// (the check runs every 30 s, so it gets this 10-minute window).
 	offset.Store(int64(time.Hour - 5*time.Minute))
-	if n, err := node.ReconcileTrust(ctx, a); n != 1 || err != nil {
-		t.Fatalf("check after the clock caught up changed %d (%v), want 1", n, err)
+	// The node's own goroutine checks on trust changes too, so the fix may
+	// be its; what counts is the state after a check.
+	if _, err := node.ReconcileTrust(ctx, a); err != nil {
+		t.Fatalf("check after the clock caught up: %v", err)
 	}
 	if w := ownVouch(t, a, plugin.UID()); w.Kind != store.KindRetraction || w.TS <= vouch.TS {
 		t.Fatalf("latest own vouch claim: kind %v ts %d, want a retraction after %d", w.Kind, w.TS, vouch.TS)
@@ -110,4 +112,64 @@ func TestTrustClock_DistrustAfterLargeStepBack(t *testing.T) {
 	if !a.Store().Distrusted(plugin.UID()) {
 		t.Fatal("the plugin is not distrusted")
 	}
+}
+
+// TestTrustClock_StepForwardPastTheWindow: as above, but the clock comes
+// back past the vouch in one step (an NTP step, or the node was stopped
+// while it was within the allowance), so no check ran in the window. The
+// owner's trust rm, dated after the vouch, still wins: the check withdraws
+// the vouch instead of trusting the plugin again.
+func TestTrustClock_StepForwardPastTheWindow(t *testing.T) {
+	ctx := context.Background()
+	var offset atomic.Int64
+	offset.Store(int64(time.Hour))
+	a, logs := steppedNode(t, &offset)
+	plugin := signer(t)
+	submitAccepted(t, a, plugin.Text(testCID(94), "title", "Heat", nowMS()+uint64(time.Hour.Milliseconds())))
+	offset.Store(0)
+	if err := a.Distrust(ctx, plugin.UID()); err != nil {
+		t.Fatalf("trust rm: %v", err)
+	}
+	if _, err := node.ReconcileTrust(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	offset.Store(int64(2 * time.Hour))
+	if _, err := node.ReconcileTrust(ctx, a); err != nil {
+		t.Fatalf("check after the step forward: %v", err)
+	}
+	if w := ownVouch(t, a, plugin.UID()); a.Store().Trusted(plugin.UID()) || w.Kind != store.KindRetraction {
+		t.Fatalf("the owner's trust rm was undone (trusted %v, own vouch %v); log:\n%s", a.Store().Trusted(plugin.UID()), w.Kind, logs)
+	}
+	noChange(t, a)
+}
+
+// TestTrustClock_TrustAddPastTheWindow: the mirror: a withdrawal dated an
+// hour ahead, the clock stepped back, the owner trusts the plugin again
+// (it succeeds: the vouch waits for the clock), and the clock steps past
+// the withdrawal: the check vouches again instead of distrusting.
+func TestTrustClock_TrustAddPastTheWindow(t *testing.T) {
+	ctx := context.Background()
+	var offset atomic.Int64
+	offset.Store(int64(time.Hour))
+	a, logs := steppedNode(t, &offset)
+	plugin := signer(t)
+	submitAccepted(t, a, plugin.Text(testCID(95), "title", "Heat", nowMS()+uint64(time.Hour.Milliseconds())))
+	if err := a.Distrust(ctx, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	offset.Store(0)
+	if err := a.Trust(ctx, plugin.UID()); err != nil {
+		t.Fatalf("trust add with the clock an hour behind the withdrawal: %v", err)
+	}
+	if _, err := node.ReconcileTrust(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	offset.Store(int64(2 * time.Hour))
+	if _, err := node.ReconcileTrust(ctx, a); err != nil {
+		t.Fatalf("check after the step forward: %v", err)
+	}
+	if v := ownVouch(t, a, plugin.UID()); !a.Store().Trusted(plugin.UID()) || v.Kind != store.KindText {
+		t.Fatalf("the owner's trust add was undone (trusted %v, own vouch %v); log:\n%s", a.Store().Trusted(plugin.UID()), v.Kind, logs)
+	}
+	noChange(t, a)
 }

@@ -74,10 +74,10 @@ func (n *Node) reconcileTrustLocked(ctx context.Context) (int, error) {
 			continue
 		}
 		// On a tie the table wins: the owner's commands change it first.
-		// A vouch dated after this clock's now was signed before the clock
-		// stepped back, so its time cannot prove it newer than the row.
+		// An owner's change made while the clock was behind the vouch is
+		// dated after the vouch (changeTime), so the row wins then too.
 		switch {
-		case !listed || (r.changed.UnixMilli() < int64(v.ts) && v.ts <= now):
+		case !listed || r.changed.UnixMilli() < int64(v.ts):
 			err = n.applyOwnVouch(ctx, uid, v, r, listed)
 		case v.ts+1 > now+uint64(store.DefaultMaxSkew.Milliseconds()):
 			// The store would refuse a claim dated after v as future:

@@ -458,6 +458,9 @@ func (w *writer) link(b *batch, cid, target string) error {
 func (w *writer) setTrust(b *batch, r *request) error {
 	b.cloneView()
 	row := trustRow{state: r.state, note: r.note, added: w.s.cfg.Now()}
+	if !r.at.IsZero() {
+		row.added = r.at
+	}
 	if old, ok := w.view.list[r.uid]; ok && old.state == r.state {
 		row.added = old.added
 		if r.note == "" {

@@ -237,22 +237,35 @@ var ErrOwnUID = fmt.Errorf("%w: this node's own uid is always trusted", ErrBadUI
 
 // Trust puts uid on the trust list (lifting a distrust).
 func (s *Store) Trust(ctx context.Context, uid, note string) error {
+	return s.TrustAt(ctx, uid, note, time.Time{})
+}
+
+// TrustAt is Trust with the row's change time given (zero: now). The node
+// dates a change after its own latest vouch claim for uid when the clock is
+// behind that claim, so the row stays the newer of the two.
+func (s *Store) TrustAt(ctx context.Context, uid, note string, at time.Time) error {
 	if err := CheckUID(uid); err != nil {
 		return err
 	}
-	return s.do(ctx, &request{kind: reqTrust, uid: uid, note: note, state: stateTrusted})
+	return s.do(ctx, &request{kind: reqTrust, uid: uid, note: note, state: stateTrusted, at: at})
 }
 
 // Distrust removes uid from the trust list and blocks it even when vouched
 // for, until trusted again. Its claims stay in truth but stop counting.
 func (s *Store) Distrust(ctx context.Context, uid string) error {
+	return s.DistrustAt(ctx, uid, time.Time{})
+}
+
+// DistrustAt is Distrust with the row's change time given (zero: now), as
+// TrustAt.
+func (s *Store) DistrustAt(ctx context.Context, uid string, at time.Time) error {
 	if err := CheckUID(uid); err != nil {
 		return err
 	}
 	if uid == s.cfg.OwnUID {
 		return fmt.Errorf("distrust %s: %w", uid, ErrOwnUID)
 	}
-	return s.do(ctx, &request{kind: reqTrust, uid: uid, state: stateDistrusted})
+	return s.do(ctx, &request{kind: reqTrust, uid: uid, state: stateDistrusted, at: at})
 }
 
 // TrustChanges receives a value (coalesced) whenever the effective trusted

@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"errors"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/store/storetest"
@@ -243,5 +245,44 @@ func TestTrust_NoOpVouchRetraction(t *testing.T) {
 	submit(t, s, vouch(t, own, storetest.Signer(4).UID(), 4, false))
 	if signalled(s) {
 		t.Fatal("a no-op vouch retraction signalled a trust change")
+	}
+}
+
+// TestTrustAt: a change time given to TrustAt or DistrustAt is the row's
+// (the node dates a change after its own vouch when the clock is behind);
+// it survives a restart, and a zero time means now.
+func TestTrustAt(t *testing.T) {
+	dir := t.TempDir()
+	cfg := store.Config{TruthPath: filepath.Join(dir, "t.db"), CachePath: filepath.Join(dir, "c.db"), Trust: store.TrustList}
+	x, y := storetest.Signer(2), storetest.Signer(3)
+	later := time.UnixMilli(4_102_444_800_000).UTC() // 2100
+	s := store.New(cfg)
+	if err := s.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TrustAt(ctx, x.UID(), "owner", later); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DistrustAt(ctx, y.UID(), later.Add(time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, cfg)
+	list, _ := s.TrustList(ctx)
+	if e, ok := entry(list, x.UID()); !ok || !e.Added.Equal(later) {
+		t.Fatalf("trusted at %v: entry %+v", later, e)
+	}
+	blocked, _ := s.DistrustList(ctx)
+	if len(blocked) != 1 || !blocked[0].Added.Equal(later.Add(time.Millisecond)) {
+		t.Fatalf("distrusted at %v: %+v", later.Add(time.Millisecond), blocked)
+	}
+	if err := s.TrustAt(ctx, y.UID(), "", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	list, _ = s.TrustList(ctx)
+	if e, _ := entry(list, y.UID()); e.Added.IsZero() || !e.Added.Before(later) {
+		t.Fatalf("a zero time is now: entry %+v", e)
 	}
 }

@@ -34,6 +34,7 @@ type request struct {
 
 	// reqTrust
 	uid, note, state string
+	at               time.Time // the row's change time; zero: now
 
 	// reqFiles
 	files       []FileUpdate
