@@ -329,6 +329,9 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 		if err := expandNode(v, path, getenv); err != nil {
 			return err
 		}
+		if _, list := s.field(c).(*[]string); list {
+			scalarToList(v)
+		}
 		if err := v.Decode(s.field(c)); err != nil {
 			return &ConfigError{Field: k.Value, Value: nodeString(v), Source: src, Err: fmt.Errorf("want %s", kindOf(s.field(c)))}
 		}
@@ -351,6 +354,22 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
 	return nil
+}
+
+// scalarToList turns a list setting written as one value into a list of
+// its comma-separated parts, as the environment and flags take lists:
+// "bootstrap: ${PEERS}" with PEERS=a,b, or a single address, are lists.
+func scalarToList(v *yaml.Node) {
+	if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
+		return
+	}
+	var items []*yaml.Node
+	for _, part := range strings.Split(v.Value, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			items = append(items, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: part, Line: v.Line, Column: v.Column})
+		}
+	}
+	*v = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: items, Line: v.Line, Column: v.Column}
 }
 
 // nodeString is a YAML value as written, on one line: a list or a mapping

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -186,6 +187,24 @@ func TestLoadConfig_VariableForms(t *testing.T) {
 	r.want(t, 1, "serve with an unset variable")
 	if !strings.Contains(r.stderr, "MEDIA_DIR") || !strings.Contains(r.stderr, "line 1") {
 		t.Fatalf("serve with an unset variable: %q", r.stderr)
+	}
+}
+
+// TestLoadConfig_ListFromOneValue: a list setting written as one value is
+// the list of its comma-separated parts, as in the environment: a variable
+// can then hold a list (bootstrap: ${PEERS}), and one address needs no [ ].
+func TestLoadConfig_ListFromOneValue(t *testing.T) {
+	dir := t.TempDir()
+	a := "/ip4/127.0.0.1/tcp/4001/p2p/16Uiu2HAm7VwKCS6oRo2FPbus3uMVQPAsJvrPop9TR9zTpu9J4Uic"
+	b := "/ip4/127.0.0.2/tcp/4001/p2p/16Uiu2HAm7VwKCS6oRo2FPbus3uMVQPAsJvrPop9TR9zTpu9J4Uic"
+	env := envMap(map[string]string{"HOME": dir, "PEERS": a + ", " + b})
+	path := writeFile(t, dir, "c.yml", "bootstrap: ${PEERS}\nlisten: /ip4/127.0.0.1/tcp/4101\n")
+	got, _, err := LoadConfig(loadOptions{getenv: env, configPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Bootstrap, []string{a, b}) || !slices.Equal(got.Listen, []string{"/ip4/127.0.0.1/tcp/4101"}) {
+		t.Fatalf("bootstrap %q, listen %q", got.Bootstrap, got.Listen)
 	}
 }
 

@@ -475,6 +475,19 @@ func joinPersisted(cfg Config, layers configLayers, flags map[string][]string, c
 		}
 		given["data"] = abs
 	}
+	// The databases likewise: the truth holds the pairing (the inviter's
+	// trust row), so a restart on another truth would be an unpaired node.
+	for _, name := range []string{"truth-db", "cache-db"} {
+		if _, byFlag := given[name]; byFlag || !strings.HasPrefix(layers.src[name], "environment ") {
+			continue
+		}
+		v := *settingNamed(name).field(&cfg).(*string)
+		abs, err := filepath.Abs(v)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", name, err)
+		}
+		given[name] = abs
+	}
 	next := "metanode serve"
 	switch {
 	case !inDataDir:

@@ -71,3 +71,38 @@ func TestJoinPersisted_DataFromEnvironment(t *testing.T) {
 		t.Fatalf("config in the data directory: given %v, hint %q", given, next)
 	}
 }
+
+// TestJoinPersisted_TruthFromEnvironment: a truth database given by the
+// environment (META_CORE_DB_PATH) is written into the config join writes:
+// the truth holds the pairing, so the hint's restart without that variable
+// would run an unpaired node on an empty truth (review 3.1).
+func TestJoinPersisted_TruthFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	data, truth := filepath.Join(dir, "n3"), filepath.Join(dir, "db", "truth.db")
+	env := map[string]string{"HOME": dir, "METANODE_DATA": data, "META_CORE_DB_PATH": truth}
+	conf := filepath.Join(data, node.ConfigFile)
+	cfg, layers, err := LoadConfig(loadOptions{getenv: envMap(env), fileBytes: []byte("\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	given, _, err := joinPersisted(cfg, layers, nil, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := store.GenerateSigner()
+	pid, _ := node.PeerID(s)
+	inv := node.Invite{Swarm: "family", UID: s.UID(), Addrs: []string{"/ip4/127.0.0.1/tcp/4001/p2p/" + pid.String()}}
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeJoinConfig(conf, inv, "", given); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": dir}), configPath: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.TruthDB != truth {
+		t.Fatalf("the restart without META_CORE_DB_PATH uses truth %q, want %q", got.TruthDB, truth)
+	}
+}
