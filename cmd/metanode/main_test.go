@@ -157,7 +157,7 @@ func TestRun_ConfigFileErrors(t *testing.T) {
 	flags := []string{"--data", filepath.Join(dir, "d"), "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"}
 	for i, tc := range []struct{ file, want string }{
 		{"http: [1,2]\n", `config http = "[1, 2]" (config file %s line 1): want a string`},
-		{"listen: /ip4/127.0.0.1/tcp/1\n", "(config file %s line 1): want a list of strings"},
+		{"listen: {a: b}\n", "(config file %s line 1): want a list of strings"},
 		{"swarm: [a]\n", "(config file %s line 1): want a string"},
 		{"max-conns: \"64\"\n", "(config file %s line 1): want an integer"},
 		{"# c\nbogus: 1\n", "(config file %s line 2): unknown key"},
