@@ -46,6 +46,20 @@ func TestRun_ClientIgnoresUnrelatedConfig(t *testing.T) {
 			}
 		}
 	}
+	// id too: it needs only the data directory and the listen addresses
+	// (operations.md's restore has the other home run it).
+	keyed := filepath.Join(dir, "keyed")
+	if r := runCLI(t, map[string]string{"HOME": dir}, nil, "init", "--data", keyed); r.code != 0 {
+		t.Fatalf("init: %d %s", r.code, r.stderr)
+	}
+	writeFile(t, keyed, "metanode.yml", body+"listen: [/ip4/127.0.0.1/tcp/4107]\n")
+	for _, args := range [][]string{{"id", "--field", "uid", "--data", keyed}, {"id", "--data", keyed, "--api", "http://127.0.0.1:1"}} {
+		r := runCLI(t, map[string]string{"HOME": dir}, nil, args...)
+		r.want(t, 0, args...)
+		if !strings.HasPrefix(r.stdout, "z") && !strings.Contains(r.stdout, "/tcp/4107/p2p/") {
+			t.Errorf("metanode %v with an unset ${MEDIA_DIR} in the config: %q", args, r.stdout)
+		}
+	}
 	// serve still refuses the file.
 	r := runCLI(t, map[string]string{"HOME": dir}, nil, "serve", "--config", conf)
 	r.want(t, 1, "serve --config", conf)

@@ -82,6 +82,34 @@ peer id. Running it again changes nothing.`)
 	return c.printJSON(id)
 }
 
+// idConfig resolves what id needs: the data directory and the listen
+// addresses. A config that fails elsewhere (a ${VAR} set only where serve
+// runs, as operations.md's restore has the other home run id) does not stop
+// id: those two settings are then resolved on their own.
+func (c *cli) idConfig(vals map[string][]string, configPath string) (Config, error) {
+	cfg, _, err := c.loadConfig(vals, configPath)
+	if err == nil {
+		return cfg, nil
+	}
+	var ce *ConfigError
+	if errors.As(err, &ce) && (ce.Field == "data" || ce.Field == "listen") {
+		return cfg, err
+	}
+	out := DefaultConfig()
+	for _, name := range []string{"data", "listen"} {
+		one, _, err := LoadConfig(loadOptions{getenv: c.getenv, configPath: configPath, flags: vals, only: name})
+		if err != nil {
+			return out, err
+		}
+		if name == "data" {
+			out.Data = one.Data
+		} else {
+			out.Listen = one.Listen
+		}
+	}
+	return out, nil
+}
+
 func (c *cli) id(ctx context.Context, args []string) error {
 	fl := c.flagSet("id", "id [--data DIR] [--api URL] [--listen MULTIADDR]", `Prints {"peerId","uid","addrs","addrsFrom"} as JSON, from the node key in the
 data directory. addrs end in /p2p/<peerId>, dialable ones first. When the node
@@ -100,7 +128,7 @@ machine's interfaces ("addrsFrom":"config"). Works with the node stopped.`)
 	default:
 		return usagef("id", "--field must be uid, peerId or addr")
 	}
-	cfg, _, err := c.loadConfig(vals, *configPath)
+	cfg, err := c.idConfig(vals, *configPath)
 	if err != nil {
 		return err
 	}
