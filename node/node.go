@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -139,6 +140,12 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	return nil
 }
 
+// hasData reports whether path is a non-empty file.
+func hasData(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() > 0
+}
+
 func (n *Node) openIdentity() error {
 	if n.cfg.KeyPath == "" {
 		return errors.New("node identity: no data directory or key path")
@@ -147,7 +154,14 @@ func (n *Node) openIdentity() error {
 	if err != nil {
 		return err
 	}
-	if created {
+	switch {
+	case created && hasData(n.cfg.TruthPath):
+		// A truth restored without its key (operations.md backs up both):
+		// the paired homes know the old uid, not this one.
+		n.log.Warn("made a new node key next to an existing truth database: this node has a new uid, and homes paired with the old one will not trust it; "+
+			"if you restored a backup, stop and restore node.key too (docs/operations.md, Restore)",
+			"path", n.cfg.KeyPath, "uid", id.UID(), "truth", n.cfg.TruthPath)
+	case created:
 		n.log.Info("made a new node key", "path", n.cfg.KeyPath, "uid", id.UID())
 	}
 	cid, err := store.PeerIDCID(id.UID())
