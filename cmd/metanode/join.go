@@ -68,9 +68,10 @@ func (c *cli) join(ctx context.Context, args []string) error {
 serving like 'metanode serve'. It starts this node with the inviter's swarm
 name, swarm key and addresses, trusts the inviter's node uid and presents the
 code; the inviter then trusts this node's uid. Only once the inviter accepted
-does it write those settings, and every other serve flag given to join
-(--http, --listen, --no-mdns, --files, …), into this node's config
-(<data>/metanode.yml, or --config) and the swarm key into <data>/swarm.key.
+does it write those settings, and every other serve setting given to join
+as a flag or an environment variable (--http or METANODE_HTTP, --listen,
+--no-mdns, --files, …), into this node's config (<data>/metanode.yml, or
+--config, made if missing) and the swarm key into <data>/swarm.key.
 Later starts then need only the command join prints when done:
 'metanode serve', plus --data DIR when DIR is not the default (or --config
 FILE when the config is not in the data directory). A refused or unreachable
@@ -106,17 +107,21 @@ stays empty. Stop a node already running on the same data directory first.`)
 			return usagef("join", "the code's %v", err)
 		}
 	}
-	cfg, layers, err := c.loadConfig(vals, *configPath)
+	cfg, layers, confPath, err := c.joinLoadConfig(vals, *configPath)
 	if err != nil {
 		return err
 	}
-	fileRead, confPath := layers.file != "", layers.file
-	if confPath == "" {
-		confPath = filepath.Join(cfg.Data, node.ConfigFile)
-	}
+	fileRead := layers.file != ""
 	given, next, err := joinPersisted(cfg, layers, vals, confPath)
 	if err != nil {
 		return err
+	}
+	if filepath.Clean(confPath) != filepath.Clean(filepath.Join(cfg.Data, node.ConfigFile)) {
+		// The data directory is made and written by the node before
+		// pairing; a config elsewhere is written only once paired.
+		if err := prepareConfigDir(confPath); err != nil {
+			return err
+		}
 	}
 	keyPath, keyNew := "", false
 	if inv.SwarmKey != "" {
@@ -164,6 +169,56 @@ stays empty. Stop a node already running on the same data directory first.`)
 	return c.runNode(ctx, cfg, layers, func(ctx context.Context, n *node.Node, _ *slog.Logger) error {
 		return c.pairAndSync(ctx, n, inv, commit, next)
 	})
+}
+
+// joinLoadConfig is loadConfig for join, which also says which file join
+// writes: --config (or METANODE_CONFIG), else <data>/metanode.yml. A named
+// config file that does not exist yet is an empty config, not an error:
+// join writes it (review W6: 'join --config NEW.yml' was refused with "no
+// such file or directory" although the help says join writes it). The
+// returned layers name no file then, as nothing was read.
+func (c *cli) joinLoadConfig(vals map[string][]string, configFlag string) (Config, configLayers, string, error) {
+	named := configFlag
+	if named == "" {
+		named = c.getenv("METANODE_CONFIG")
+	}
+	if named == "" {
+		cfg, layers, err := c.loadConfig(vals, "")
+		return cfg, layers, filepath.Join(cfg.Data, node.ConfigFile), err
+	}
+	if _, err := os.Stat(named); !errors.Is(err, fs.ErrNotExist) {
+		// There, or unreadable for another reason, which loadConfig
+		// explains.
+		cfg, layers, err := c.loadConfig(vals, named)
+		return cfg, layers, named, err
+	}
+	cfg, layers, err := LoadConfig(loadOptions{getenv: c.getenv, configPath: named, fileBytes: []byte{}, flags: vals})
+	var ce *ConfigError
+	if errors.As(err, &ce) && ce.ByFlag {
+		err = &usageError{msg: err.Error()} // as loadConfig says it
+	}
+	layers.file = ""
+	return cfg, layers, named, err
+}
+
+// prepareConfigDir makes the directory of a config kept outside the data
+// directory (0700, as the node makes the data directory and the databases'
+// directories, so a new path just works) and checks that a file can be
+// written there. Both happen before the node starts: the pairing code is
+// good for one home, so a config that cannot be written must fail before
+// the code is spent, not after the inviter accepted.
+func prepareConfigDir(confPath string) error {
+	dir := filepath.Dir(confPath)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("config %s: make its directory: %w; choose a path you can write", confPath, err)
+	}
+	probe, err := os.CreateTemp(dir, filepath.Base(confPath)+".*")
+	if err != nil {
+		return fmt.Errorf("config %s: join writes it once paired, but %w; choose a path you can write", confPath, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
 }
 
 // pairAndSync presents the invite (retrying while the inviter is out of
@@ -424,17 +479,22 @@ func writeFileAtomic(path string, b []byte) error {
 }
 
 // joinPersisted is what join writes into the config besides the code's
-// swarm: the settings given to it as flags, so that a later plain serve
-// runs the same node on the same addresses. It returns them with the
-// command that restarts this node (the hint join prints when done). The
-// data directory cannot live in <data>/metanode.yml: it is persisted only
-// in a config elsewhere (--config, given by flag or METANODE_DATA), else the
-// hint repeats --data.
+// swarm: the settings given to it as flags or by environment variables, so
+// that a later plain serve (from a shell or unit without those variables)
+// runs the same node on the same addresses, truth and data (review W6: the
+// restart without METANODE_LISTEN listened on 0.0.0.0:4001 with mDNS). It
+// returns them with the command that restarts this node (the hint join
+// prints when done). The data directory cannot live in <data>/metanode.yml:
+// it is persisted only in a config elsewhere (--config, given by flag or
+// METANODE_DATA), else the hint repeats --data.
 func joinPersisted(cfg Config, layers configLayers, flags map[string][]string, confPath string) (map[string]any, string, error) {
 	inDataDir := filepath.Clean(confPath) == filepath.Clean(filepath.Join(cfg.Data, node.ConfigFile))
 	given := make(map[string]any)
 	for _, s := range settings {
-		if _, ok := flags[s.name]; !ok {
+		// A flag wins over a variable in LoadConfig, so src names the
+		// layer the value in cfg came from.
+		src := layers.src[s.name]
+		if _, byFlag := flags[s.name]; !byFlag && !strings.HasPrefix(src, "environment ") {
 			continue
 		}
 		switch s.name {
@@ -452,7 +512,7 @@ func joinPersisted(cfg Config, layers configLayers, flags map[string][]string, c
 				// Absolute: a later serve may start from another directory.
 				abs, err := filepath.Abs(v)
 				if err != nil {
-					return nil, "", fmt.Errorf("--%s: %w", s.name, err)
+					return nil, "", fmt.Errorf("%s (%s): %w", s.name, src, err)
 				}
 				v = abs
 			}
@@ -466,28 +526,6 @@ func joinPersisted(cfg Config, layers configLayers, flags map[string][]string, c
 		}
 	}
 	src := layers.src["data"]
-	if !inDataDir && strings.HasPrefix(src, "environment ") {
-		// The config restarts this node from any shell or unit, which
-		// need not set METANODE_DATA as this one did (review 2.4).
-		abs, err := filepath.Abs(cfg.Data)
-		if err != nil {
-			return nil, "", fmt.Errorf("data: %w", err)
-		}
-		given["data"] = abs
-	}
-	// The databases likewise: the truth holds the pairing (the inviter's
-	// trust row), so a restart on another truth would be an unpaired node.
-	for _, name := range []string{"truth-db", "cache-db"} {
-		if _, byFlag := given[name]; byFlag || !strings.HasPrefix(layers.src[name], "environment ") {
-			continue
-		}
-		v := *settingNamed(name).field(&cfg).(*string)
-		abs, err := filepath.Abs(v)
-		if err != nil {
-			return nil, "", fmt.Errorf("%s: %w", name, err)
-		}
-		given[name] = abs
-	}
 	next := "metanode serve"
 	switch {
 	case !inDataDir:

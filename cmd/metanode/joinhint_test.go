@@ -1,8 +1,10 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,5 +106,95 @@ func TestJoinPersisted_TruthFromEnvironment(t *testing.T) {
 	}
 	if got.TruthDB != truth {
 		t.Fatalf("the restart without META_CORE_DB_PATH uses truth %q, want %q", got.TruthDB, truth)
+	}
+}
+
+// TestJoinPersisted_ServeSettingsFromEnvironment: every serve setting the
+// environment gave join is written into its config, as a flag's would be,
+// so the printed restart (run without those variables) serves on the same
+// addresses (review W6: it listened on :9000 and 0.0.0.0:4001 with mDNS).
+// A flag still wins over its variable, a value only in the file is not
+// copied, and the code's swarm is not overridden by METANODE_SWARM.
+func TestJoinPersisted_ServeSettingsFromEnvironment(t *testing.T) {
+	s, err := store.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := node.PeerID(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := node.Invite{Swarm: "family", UID: s.UID(), Addrs: []string{"/ip4/127.0.0.1/tcp/4001/p2p/" + pid.String()}}
+	dir := t.TempDir()
+	t.Chdir(dir) // the relative FILES_PATH below is relative to here
+	env := map[string]string{
+		"HOME":               dir,
+		"METANODE_HTTP":      "127.0.0.1:19704",
+		"METANODE_LISTEN":    "/ip4/127.0.0.1/tcp/14704,/ip4/127.0.0.1/udp/14704/quic-v1",
+		"METANODE_MDNS":      "false",
+		"METANODE_MAX_CONNS": "12",
+		"METANODE_SWARM":     "other",
+		"FILES_PATH":         "media",
+		"METANODE_LOG_LEVEL": "warn", // overridden by the flag below
+	}
+	flags := map[string][]string{"log-level": {"error"}}
+	for _, tc := range []struct {
+		name, data, conf string
+	}{
+		{"ConfigInDataDir", filepath.Join(dir, "d1"), ""},
+		{"ConfigElsewhere", filepath.Join(dir, "d2"), filepath.Join(dir, "etc", "d2.yml")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := maps.Clone(env)
+			env["METANODE_DATA"] = tc.data
+			conf := tc.conf
+			if conf == "" {
+				conf = filepath.Join(tc.data, node.ConfigFile)
+			}
+			if err := os.MkdirAll(filepath.Dir(conf), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			// A setting only in the file stays the file's business.
+			if err := os.WriteFile(conf, []byte("replicate: interest\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, layers, err := LoadConfig(loadOptions{getenv: envMap(env), configPath: tc.conf, flags: flags})
+			if err != nil {
+				t.Fatal(err)
+			}
+			given, next, err := joinPersisted(cfg, layers, flags, conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"swarm", "replicate"} {
+				if v, ok := given[k]; ok {
+					t.Errorf("given %s: %v, want it left to the code or the file", k, v)
+				}
+			}
+			if err := writeJoinConfig(conf, inv, "", given); err != nil {
+				t.Fatal(err)
+			}
+			// The restart: no variables but HOME, and the hint's flag.
+			restart := loadOptions{getenv: envMap(map[string]string{"HOME": dir}), configPath: tc.conf}
+			if want := "metanode serve --config " + tc.conf; tc.conf != "" && next != want {
+				t.Fatalf("hint %q, want %q", next, want)
+			}
+			if want := "metanode serve --data " + tc.data; tc.conf == "" {
+				if next != want {
+					t.Fatalf("hint %q, want %q", next, want)
+				}
+				restart.flags = map[string][]string{"data": {tc.data}}
+			}
+			got, _, err := LoadConfig(restart)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantListen := []string{"/ip4/127.0.0.1/tcp/14704", "/ip4/127.0.0.1/udp/14704/quic-v1"}
+			if got.HTTP != "127.0.0.1:19704" || !slices.Equal(got.Listen, wantListen) || got.MDNS ||
+				got.MaxConns != 12 || got.Files != filepath.Join(dir, "media") || got.LogLevel != "error" ||
+				got.Swarm != "family" || got.Replicate != "interest" || got.Data != tc.data {
+				t.Fatalf("the restart without the variables:\n%s", got)
+			}
+		})
 	}
 }
