@@ -88,11 +88,9 @@ peer id. Running it again changes nothing.`)
 // id: those two settings are then resolved on their own.
 func (c *cli) idConfig(vals map[string][]string, configPath string) (Config, error) {
 	cfg, _, err := c.loadConfig(vals, configPath)
-	if err == nil {
-		return cfg, nil
-	}
 	var ce *ConfigError
-	if errors.As(err, &ce) && (ce.Field == "data" || ce.Field == "listen") {
+	var ue *usageError // a bad flag: the command line is wrong, say so
+	if err == nil || errors.As(err, &ue) || (errors.As(err, &ce) && (ce.Field == "data" || ce.Field == "listen")) {
 		return cfg, err
 	}
 	out := DefaultConfig()
