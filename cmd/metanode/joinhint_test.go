@@ -18,15 +18,7 @@ import (
 // 'metanode serve --config FILE' started an unpaired node on the default
 // data directory): written into that config, or --data in the hint.
 func TestJoinPersisted_DataFromEnvironment(t *testing.T) {
-	s, err := store.GenerateSigner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := node.PeerID(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv := node.Invite{Swarm: "family", UID: s.UID(), Addrs: []string{"/ip4/127.0.0.1/tcp/4001/p2p/" + pid.String()}}
+	inv := testInvite(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "n2")
 	env := map[string]string{"HOME": dir, "METANODE_DATA": data}
@@ -91,9 +83,7 @@ func TestJoinPersisted_TruthFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := store.GenerateSigner()
-	pid, _ := node.PeerID(s)
-	inv := node.Invite{Swarm: "family", UID: s.UID(), Addrs: []string{"/ip4/127.0.0.1/tcp/4001/p2p/" + pid.String()}}
+	inv := testInvite(t)
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -116,15 +106,7 @@ func TestJoinPersisted_TruthFromEnvironment(t *testing.T) {
 // A flag still wins over its variable, a value only in the file is not
 // copied, and the code's swarm is not overridden by METANODE_SWARM.
 func TestJoinPersisted_ServeSettingsFromEnvironment(t *testing.T) {
-	s, err := store.GenerateSigner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := node.PeerID(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv := node.Invite{Swarm: "family", UID: s.UID(), Addrs: []string{"/ip4/127.0.0.1/tcp/4001/p2p/" + pid.String()}}
+	inv := testInvite(t)
 	dir := t.TempDir()
 	t.Chdir(dir) // the relative FILES_PATH below is relative to here
 	env := map[string]string{
@@ -197,4 +179,19 @@ func TestJoinPersisted_ServeSettingsFromEnvironment(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testInvite is an invitation of swarm "family" from a fresh inviter at a
+// loopback address (nothing listens there: these tests only write configs).
+func testInvite(t *testing.T) node.Invite {
+	t.Helper()
+	s, err := store.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := node.PeerID(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node.Invite{Swarm: "family", UID: s.UID(), Addrs: []string{"/ip4/127.0.0.1/tcp/4001/p2p/" + pid.String()}}
 }
