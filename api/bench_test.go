@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,18 +69,6 @@ func benchServer(b *testing.B, st *store.Store) (*api.Server, *http.Client) {
 		}
 	})
 	return srv, hc
-}
-
-// cpuTime is the process's user+system CPU time so far. On a shared
-// machine wall-clock rates move with the neighbours' load; CPU time per
-// request much less, and 2 cores / CPU per request is the rate the two
-// cores would give this process alone.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {

@@ -453,7 +453,7 @@ func TestSSE_StalledConsumer(t *testing.T) {
 	// A tiny receive buffer, so the server's writes back up quickly.
 	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
-		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
+		err := c.Control(func(fd uintptr) { serr = setRecvBuffer(fd, 2048) })
 		if err != nil {
 			return err
 		}

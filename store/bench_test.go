@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,14 +71,6 @@ func procStatus(field string) int64 {
 		}
 	}
 	return 0
-}
-
-// cpuTime is the process's user and system CPU time so far: on a shared
-// machine it measures work where wall time measures the neighbours.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // What the container and unit tests share: a temp root standing in for
@@ -110,18 +112,6 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-// freePort is a free TCP port on loopback (closed again for the node).
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
 }
 
 // effectiveConfig is what serve makes of env and the command's flags,

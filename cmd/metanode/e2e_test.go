@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -475,4 +476,16 @@ func TestE2E_StartupErrors(t *testing.T) {
 		t.Fatalf("serve on a running node's data directory: %v\n%s", err, out)
 	}
 	srv.stop(t)
+}
+
+// freePort is a free TCP port on loopback (closed again for the node).
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -222,15 +221,14 @@ func TestRun_JoinPrivateSwarm(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatal(err)
+	if holdLock(t, lock) {
+		r := runCLI(t, env, nil, joinArgs(busy)...)
+		r.want(t, 1, "join into a data directory in use")
+		if !strings.Contains(r.stderr, "stop that node first") || r.stdout != "" {
+			t.Errorf("join into a busy data directory: stdout %q stderr %q", r.stdout, r.stderr)
+		}
+		unchanged(t, busy, conf)
 	}
-	r := runCLI(t, env, nil, joinArgs(busy)...)
-	r.want(t, 1, "join into a data directory in use")
-	if !strings.Contains(r.stderr, "stop that node first") || r.stdout != "" {
-		t.Errorf("join into a busy data directory: stdout %q stderr %q", r.stdout, r.stderr)
-	}
-	unchanged(t, busy, conf)
 
 	b := filepath.Join(dir, "b")
 	stderr := &lockedBuffer{}
@@ -280,7 +278,7 @@ func TestRun_JoinPrivateSwarm(t *testing.T) {
 	// The code is used: a third home is refused, and neither its config
 	// nor a swarm key is written (the next serve would join that swarm).
 	third := filepath.Join(dir, "c")
-	r = runCLI(t, env, nil, joinArgs(third)...)
+	r := runCLI(t, env, nil, joinArgs(third)...)
 	r.want(t, 1, "join with a used code")
 	if !strings.Contains(r.stderr, "pairing refused") || strings.Count(r.stderr, "new code") != 1 || r.stdout != "" {
 		t.Errorf("join with a used code: stdout %q stderr %q", r.stdout, r.stderr)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // configs/metanode.service run for real without systemd (see

@@ -1,0 +1,10 @@
+//go:build unix
+
+package api_test
+
+import "syscall"
+
+// setRecvBuffer sets a socket's SO_RCVBUF before it connects.
+func setRecvBuffer(fd uintptr, n int) error {
+	return syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
+}

@@ -1,0 +1,8 @@
+package api_test
+
+import "syscall"
+
+// setRecvBuffer sets a socket's SO_RCVBUF before it connects.
+func setRecvBuffer(fd uintptr, n int) error {
+	return syscall.SetsockoptInt(syscall.Handle(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
+}
