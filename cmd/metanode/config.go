@@ -285,7 +285,7 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 
 // decodeYAML applies a YAML document onto c, key by key, so an error names
 // the key and its line. ${VAR} references in the values are expanded
-// (expandNode).
+// (expander).
 func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, layers configLayers, only string) error {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
@@ -293,8 +293,7 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 		if errors.Is(err, io.EOF) {
 			return nil // an empty file: defaults
 		}
-		if bytes.Contains(b, []byte("${")) {
-			// In [ ] and { } a brace ends a plain value.
+		if bracesOnly(b) {
 			return fmt.Errorf("config file %s: %w: %w (a ${VAR} inside [ ] or { } must be quoted: \"${VAR}\")", path, errYAMLSyntax, err)
 		}
 		return fmt.Errorf("config file %s: %w: %w", path, errYAMLSyntax, err)
@@ -312,6 +311,7 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 		}
 		return fmt.Errorf("config file %s line %d: want a mapping of settings (key: value)", path, m.Line)
 	}
+	exp := newExpander(path, b, getenv)
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		if only != "" && k.Value != only {
@@ -326,7 +326,11 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 		if layers.set[s.name] {
 			return &ConfigError{Field: k.Value, Value: nodeString(v), Source: src, Err: errors.New("set twice")}
 		}
-		if err := expandNode(v, path, getenv); err != nil {
+		exp.until = 0
+		if i+2 < len(m.Content) {
+			exp.until = m.Content[i+2].Line
+		}
+		if err := exp.node(v); err != nil {
 			return err
 		}
 		if _, list := s.field(c).(*[]string); list {
@@ -341,14 +345,20 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 	if only != "" {
 		return nil
 	}
-	// The key-by-key walk above is the strict check; decoding the whole
-	// document with KnownFields guards against a key the table forgot.
-	b, err := yaml.Marshal(&doc) // as expanded
+	// The key-by-key walk above is the strict check; decoding the keys
+	// alone with KnownFields guards against a key the table forgot. The
+	// values are decoded already (and a value need not survive being
+	// written back: a non-UTF-8 path from the environment does not).
+	keys := &yaml.Node{Kind: yaml.MappingNode}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		keys.Content = append(keys.Content, m.Content[i], &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"})
+	}
+	kb, err := yaml.Marshal(keys)
 	if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
 	var strict Config
-	sd := yaml.NewDecoder(bytes.NewReader(b))
+	sd := yaml.NewDecoder(bytes.NewReader(kb))
 	sd.KnownFields(true)
 	if err := sd.Decode(&strict); err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
