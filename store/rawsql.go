@@ -79,34 +79,35 @@ func (p *rawStmt) clear() {
 
 // exec runs the statement and returns the number of rows changed.
 func (p *rawStmt) exec(vals ...driver.Value) (int64, error) {
-	if p.before != nil {
-		if err := p.before(); err != nil {
-			return 0, err
-		}
-	}
-	p.bind(vals)
-	res, err := p.st.(driver.StmtExecContext).ExecContext(bg, p.args)
-	p.clear()
+	res, err := p.run(vals)
 	if err != nil {
-		return 0, fmt.Errorf("exec %q: %w", p.sql, err)
+		return 0, err
 	}
 	return res.RowsAffected()
 }
 
 // execID runs an insert and returns the new rowid.
 func (p *rawStmt) execID(vals ...driver.Value) (int64, error) {
+	res, err := p.run(vals)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+func (p *rawStmt) run(vals []driver.Value) (driver.Result, error) {
 	if p.before != nil {
 		if err := p.before(); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	p.bind(vals)
 	res, err := p.st.(driver.StmtExecContext).ExecContext(bg, p.args)
 	p.clear()
 	if err != nil {
-		return 0, fmt.Errorf("exec %q: %w", p.sql, err)
+		return nil, fmt.Errorf("exec %q: %w", p.sql, err)
 	}
-	return res.LastInsertId()
+	return res, nil
 }
 
 // query runs the statement and calls fn for each row; dest is reused
