@@ -60,6 +60,7 @@ type Node struct {
 	mu     sync.Mutex
 	opened bool
 	closed bool
+	life   sync.Mutex // held by Open throughout, so Close waits for an Open it cancelled before releasing
 }
 
 type namedCloser struct {
@@ -95,11 +96,21 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		return errors.New("open node: already open")
 	}
 	n.opened = true
+	n.ctx, n.cancel = context.WithCancelCause(context.Background())
 	n.mu.Unlock()
 
-	n.ctx, n.cancel = context.WithCancelCause(context.Background())
+	n.life.Lock()
+	defer n.life.Unlock()
+	// A Close while Open runs cancels the node's context: Open's steps
+	// stop too, and Close releases what they opened once Open returns.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(n.ctx, stop)()
 	defer func() {
 		if err != nil {
+			if n.ctx.Err() != nil { // Close cancelled it
+				err = fmt.Errorf("open node: %w (%w)", ErrClosed, err)
+			}
 			n.release()
 		}
 	}()
@@ -284,6 +295,9 @@ func (n *Node) Close() error {
 	if !opened {
 		return nil
 	}
+	n.cancel(ErrClosed) // an Open still running stops
+	n.life.Lock()
+	defer n.life.Unlock()
 	err := n.release()
 	n.log.Info("node closed")
 	return err

@@ -404,3 +404,31 @@ func TestNode_DistrustSurvivesRestart(t *testing.T) {
 		t.Fatalf("distrusted in the trust list: %+v %v", tl.Distrusted, err)
 	}
 }
+
+// TestNode_CloseDuringOpen: a program stopping on a signal may Close a node
+// whose Open is still starting it. Close stops that Open and releases
+// everything it opened, whatever step it was at: nothing answers after
+// Close returned, and a second Close says ErrClosed. Run with -race (Close
+// and Open share the list of what to release).
+func TestNode_CloseDuringOpen(t *testing.T) {
+	for i := range 6 {
+		n := node.New(testConfig(t, dataDir(t, fmt.Sprint("n", i))))
+		opened := make(chan error, 1)
+		go func() { opened <- n.Open(context.Background()) }()
+		time.Sleep(time.Duration(i) * 20 * time.Millisecond) // Close at different steps of Open
+		cerr := n.Close()
+		oerr := <-opened
+		t.Logf("round %d: Open: %v; Close: %v", i, oerr, cerr)
+		if oerr != nil && !errors.Is(oerr, node.ErrClosed) {
+			t.Errorf("round %d: Open stopped by Close: %v, want ErrClosed", i, oerr)
+		}
+		if again := n.Close(); !errors.Is(again, node.ErrClosed) {
+			t.Errorf("round %d: second Close: %v", i, again)
+		}
+		if st := n.Store(); st != nil {
+			if _, err := st.Stats(context.Background()); err == nil {
+				t.Fatalf("round %d: the store still answers after Close", i)
+			}
+		}
+	}
+}
