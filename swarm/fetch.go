@@ -131,6 +131,12 @@ func (s *Swarm) fetchCounting(ctx context.Context, p peer.ID, cids []string) (st
 		s.refused.add(it, gen)
 	}
 	untrusted = len(refused)
+	claims, unasked := s.boundToRequest(claims, cids)
+	if unasked > 0 {
+		// Not a strike: an honest peer's group can hold cids joined by
+		// links this node does not take (signers it does not trust).
+		s.log.Debug("fetch answer: dropped claims about cids not asked for", "peer", p, "dropped", unasked)
+	}
 	if len(claims) == 0 {
 		s.met.fetches.WithLabelValues("ok").Inc()
 		return 0, untrusted, nil
@@ -159,6 +165,74 @@ func (s *Swarm) fetchCounting(ctx context.Context, p peer.ID, cids []string) (st
 	}
 	s.met.fetches.WithLabelValues("ok").Inc()
 	return n, untrusted, nil
+}
+
+// boundToRequest keeps the claims of a fetch answer that the request asked
+// for: those about an asked cid or about a cid joined to one by live link
+// claims in the same answer (the asked cid's group), and live vouches by
+// trusted signers (they decide whose claims count). Everything else is
+// dropped, else any peer could push claims about any cid into a node in
+// interest mode, which keeps what it fetched. claims have passed
+// dropUntrusted, so every link's signer is trusted; a link must also carry
+// a valid signature to join cids, else a forged link would pull in
+// genuine claims about cids nobody asked for. It returns the kept claims
+// (in place) and how many were dropped.
+func (s *Swarm) boundToRequest(claims []store.Claim, asked []string) ([]store.Claim, int) {
+	g := cidUnion{}
+	var links []store.Claim
+	for i := range claims {
+		if _, ok := claims[i].LinkTarget(); ok {
+			links = append(links, claims[i])
+		}
+	}
+	if len(links) > 0 {
+		ids := make([]store.ID, len(links))
+		for i := range links {
+			ids[i] = links[i].ID()
+		}
+		for i, err := range store.VerifyAll(links, ids, nil) {
+			if err == nil {
+				other, _ := links[i].LinkTarget()
+				g.join(links[i].CID, other)
+			}
+		}
+	}
+	roots := make(map[string]bool, len(asked))
+	for _, c := range asked {
+		roots[g.find(c)] = true
+	}
+	out := claims[:0]
+	for i := range claims {
+		c := &claims[i]
+		if roots[g.find(c.CID)] {
+			out = append(out, *c)
+		} else if _, ok := liveVouch(c); ok && s.cfg.Store.Trusted(c.UID) {
+			out = append(out, *c)
+		}
+	}
+	return out, len(claims) - len(out)
+}
+
+// cidUnion is a union-find over cids: the groups that links join.
+type cidUnion map[string]string
+
+func (u cidUnion) find(c string) string {
+	for {
+		p, ok := u[c]
+		if !ok || p == c {
+			return c
+		}
+		if gp, ok := u[p]; ok && gp != p {
+			u[c] = gp // path halving
+		}
+		c = p
+	}
+}
+
+func (u cidUnion) join(a, b string) {
+	if ra, rb := u.find(a), u.find(b); ra != rb {
+		u[ra] = rb
+	}
 }
 
 // readFetch sends the request and reads the response.
