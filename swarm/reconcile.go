@@ -184,7 +184,21 @@ func (r *reconciler) describe(o *rangeOut, lo, hi store.SyncItem, m, parts int) 
 	if need := (m + r.p.idList - 1) / r.p.idList; need <= r.p.maxSplit {
 		parts = max(parts, need)
 	}
-	cuts := r.view.set.Split(lo, hi, parts)
+	prev := r.cut(o, lo, hi, r.view.set.Split(lo, hi, parts))
+	if prev == lo {
+		// No own item to cut at (at most one here): the rest of m are
+		// refused items, which count in the fingerprints too. Cut over
+		// them, or two homes whose refused sets differ here would bounce
+		// one fingerprint of this range until the turn limit. Cheap: the
+		// refused items are a slice, and we hold at most one item here.
+		prev = r.cut(o, lo, hi, splitItems(r.view.items(lo, hi), parts))
+	}
+	o.add(prev, r.fingerprint(prev, hi))
+}
+
+// cut adds a fingerprint for each part of [lo, hi) before the cuts that
+// fall strictly inside it and returns the lower bound of the last part.
+func (r *reconciler) cut(o *rangeOut, lo, hi store.SyncItem, cuts []store.SyncItem) store.SyncItem {
 	prev := lo
 	for _, c := range cuts {
 		b := r.view.minBound(prev, c)
@@ -194,7 +208,18 @@ func (r *reconciler) describe(o *rangeOut, lo, hi store.SyncItem, m, parts int) 
 		o.add(prev, r.fingerprint(prev, b))
 		prev = b
 	}
-	o.add(prev, r.fingerprint(prev, hi))
+	return prev
+}
+
+// splitItems is store.SyncSet.Split over a sorted slice: up to parts-1
+// boundaries, each the first item of a run of near-equal size.
+func splitItems(items []store.SyncItem, parts int) []store.SyncItem {
+	parts = min(parts, len(items))
+	var out []store.SyncItem
+	for k := 1; k < parts; k++ {
+		out = append(out, items[k*len(items)/parts])
+	}
+	return out
 }
 
 // initial is the initiator's first turn.
