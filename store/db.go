@@ -15,11 +15,12 @@ import (
 )
 
 // truthVersion is the truth schema this build reads and writes
-// (meta schema-version). cacheVersion is the cache layout; a cache with
-// another version is thrown away and rebuilt, since it is derived.
+// (meta schema-version). cacheVersion is the cache layout and merge
+// rules; a cache with another version is thrown away and rebuilt, since it
+// is derived (4: two buckets whose oldest votes share a ts tie on time).
 const (
 	truthVersion = "3"
-	cacheVersion = "metanode-cache-3"
+	cacheVersion = "metanode-cache-4"
 )
 
 // cachePageSize is the cache's page size (the truth file keeps SQLite's

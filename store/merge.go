@@ -98,8 +98,10 @@ func mergeRows(rows []row, counts func(pid int64) bool) (val string, nsrc int, o
 			if a.n > b.n {
 				w = j
 			}
-		case rows[a.oldest].item() != rows[b.oldest].item():
-			if rows[b.oldest].beats(&rows[a.oldest]) {
+		case rows[a.oldest].ts != rows[b.oldest].ts:
+			// By time alone (claims.md §5, seed 002: "oldest ts"):
+			// two votes of one second tie, and the value decides.
+			if rows[a.oldest].ts < rows[b.oldest].ts {
 				w = j
 			}
 		case a.fold < b.fold:

@@ -26,6 +26,13 @@ func TestMergeRows(t *testing.T) {
 		{"None", nil, "", 0, false},
 		{"MostSignersWin", []row{vote(1, "A", 1), vote(2, "B", 5), vote(3, "B", 6)}, "B", 2, true},
 		{"TieOldestWins", []row{vote(1, "Late", 9), vote(2, "Early", 3)}, "Early", 1, true},
+		// Oldest by ts alone: at the same ts the bytewise smallest folded
+		// value wins, whichever claim id is smaller (the pids change the ids).
+		{"SameTimeSmallestValue", []row{vote(1, "Side Two", 5), vote(2, "Side One", 5)}, "Side One", 1, true},
+		{"SameTimeSmallestValue2", []row{vote(3, "Side Two", 5), vote(4, "Side One", 5)}, "Side One", 1, true},
+		{"SameTimeSmallestValue3", []row{vote(5, "Side Two", 5), vote(6, "Side One", 5)}, "Side One", 1, true},
+		{"SameTimeSmallestFoldedValue", []row{vote(1, "b", 5), vote(2, "A", 5)}, "A", 1, true},
+		{"SameTimeSmallestFoldedValue2", []row{vote(1, "a", 5), vote(2, "B", 5)}, "a", 1, true},
 		{"CaseAndSpaceFoldIntoOneBucket", []row{vote(1, "Other", 1), vote(2, " the matrix ", 4), vote(3, "The Matrix", 3)}, "The Matrix", 2, true},
 		{"ExactTextOfOldestVote", []row{vote(1, "the MATRIX", 2), vote(2, "The Matrix", 3)}, "the MATRIX", 2, true},
 		{"UnicodeFullCaseFold", []row{vote(1, "Straße", 2), vote(2, "STRASSE", 3), vote(3, "Strasse!", 1)}, "Straße", 2, true},
