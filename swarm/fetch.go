@@ -7,6 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -24,8 +26,13 @@ const (
 	maxFetchBytes   = 64 << 20 // claim bytes in one fetch response (a record's claims are far fewer)
 	maxFetchServes  = 8        // fetch requests served at once
 	fetchTimeout    = 30 * time.Second
-	lookupProviders = 3 // providers asked before giving up
-	lookupFallback  = 8 // connected peers asked when the DHT knows no provider
+	lookupProviders = 8 // providers asked before giving up
+	lookupFallback  = 8 // connected peers asked when no provider answered
+	lookupParallel  = 4 // providers dialed at once
+	// lookupDial bounds one dial of a provider: its record names any
+	// address its announcer liked, and one that accepts TCP and stalls
+	// must not hold the lookup.
+	lookupDial = time.Second
 )
 
 // serveFetch answers one FETCH request: the shared claims of each cid's
@@ -338,11 +345,19 @@ func interestBatches(cids []string, off int) [][]string {
 	return out
 }
 
-// Lookup finds peers that hold claims about cid (DHT), fetches, verifies
-// and stores the claims of its group, and returns how many were stored.
+// Lookup finds peers that hold claims about cid, fetches, verifies and
+// stores the claims of its group, and returns how many were stored.
 // ErrNotFound when no peer knows it within the lookup timeout; wrapping
 // ErrOnlyUntrusted too when peers answered, but only with claims by
 // signers this node does not trust.
+//
+// Provider records are unauthenticated (anyone can announce itself at any
+// address), so none may cost the lookup its budget: providers already
+// connected are asked at once, the others are dialed concurrently, each
+// within lookupDial and without the diagnosis path of dial, and the
+// connected peers are asked once the providers are exhausted or after
+// lookupDial (at most half the budget), whichever comes first. The first
+// peer that answers with claims the store takes ends the lookup.
 func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
 	if !s.isOpen() {
 		return 0, errNotOpen
@@ -350,54 +365,140 @@ func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
 	if err := store.CheckCID(cid); err != nil {
 		return 0, fmt.Errorf("lookup: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.LookupTimeout)
+	budget := s.cfg.LookupTimeout
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	asked := map[peer.ID]bool{s.host.ID(): true}
-	untrusted := 0
-	try := func(ai peer.AddrInfo) (int, bool) {
-		if asked[ai.ID] {
-			return 0, false
-		}
-		asked[ai.ID] = true
-		if s.host.Network().Connectedness(ai.ID) != network.Connected {
-			if err := s.dial(ctx, ai); err != nil {
-				return 0, false
-			}
-		}
-		n, u, err := s.fetchCounting(ctx, ai.ID, []string{cid})
-		if err != nil {
-			s.log.Debug("lookup fetch", "peer", ai.ID, "cid", cid, "err", err)
-		}
-		untrusted += u
-		return n, err == nil && n > 0
-	}
+	l := &lookup{s: s, cid: cid, asked: map[peer.ID]bool{s.host.ID(): true},
+		dials: make(chan struct{}, lookupParallel), found: make(chan int, 1)}
+	defer func() { cancel(); l.wg.Wait() }() // every ask ends with ctx
+	provsDone := make(chan struct{})
 	if s.dht != nil && s.dht.RoutingTable().Size() > 0 {
-		provs := s.dht.FindProvidersAsync(ctx, provideKey(s.cfg.Name, cid), lookupProviders+1)
-		for ai := range provs { // drained to the end: the query stops when ctx ends
-			if n, ok := try(ai); ok {
-				s.counters.dhtFound.Add(1)
-				cancel()
-				for range provs {
-				}
-				s.met.lookups.WithLabelValues("found").Inc()
-				return n, nil
+		l.wg.Go(func() {
+			var provs sync.WaitGroup
+			for ai := range s.dht.FindProvidersAsync(ctx, provideKey(s.cfg.Name, cid), lookupProviders) {
+				l.ask(ctx, &provs, ai, true) // drained to the end: the query stops when ctx ends
+			}
+			provs.Wait()
+			close(provsDone)
+		})
+	} else {
+		close(provsDone)
+	}
+	patience := time.NewTimer(min(budget/2, lookupDial))
+	defer patience.Stop()
+	select {
+	case n := <-l.found:
+		return l.done(n)
+	case <-ctx.Done():
+		return l.notFound()
+	case <-provsDone:
+	case <-patience.C:
+	}
+	// Ask a few connected peers directly (a small swarm may have no DHT
+	// servers yet, and a peer at hand may hold it without having said so).
+	var fallback sync.WaitGroup
+	for _, p := range s.host.Network().Peers() {
+		l.ask(ctx, &fallback, peer.AddrInfo{ID: p}, false)
+	}
+	allDone := make(chan struct{})
+	l.wg.Go(func() { // ends with the asks, which end with ctx
+		fallback.Wait()
+		<-provsDone
+		close(allDone)
+	})
+	select {
+	case n := <-l.found:
+		return l.done(n)
+	case <-ctx.Done():
+	case <-allDone:
+	}
+	select { // an answer that came in with the end of the budget
+	case n := <-l.found:
+		return l.done(n)
+	default:
+	}
+	return l.notFound()
+}
+
+// lookup is the state of one Lookup: the peers asked so far (each at most
+// once) and the first answer.
+type lookup struct {
+	s         *Swarm
+	cid       string
+	wg        sync.WaitGroup // every ask
+	dials     chan struct{}  // provider dials at once
+	mu        sync.Mutex
+	asked     map[peer.ID]bool
+	fallbacks int
+	untrusted atomic.Int64
+	found     chan int // the first answer's count
+}
+
+// ask asks p in a goroutine counted in wg and l.wg; a provider that is
+// not connected is dialed first. Unconnected peers from the fallback are
+// skipped (it only asks peers at hand), and the fallback asks at most
+// lookupFallback peers.
+func (l *lookup) ask(ctx context.Context, wg *sync.WaitGroup, ai peer.AddrInfo, provider bool) {
+	l.mu.Lock()
+	if l.asked[ai.ID] || (!provider && l.fallbacks >= lookupFallback) {
+		l.mu.Unlock()
+		return
+	}
+	l.asked[ai.ID] = true
+	if !provider {
+		l.fallbacks++
+	}
+	l.mu.Unlock()
+	s := l.s
+	wg.Add(1)
+	l.wg.Go(func() {
+		defer wg.Done()
+		if s.host.Network().Connectedness(ai.ID) != network.Connected {
+			if !provider || s.penalties.isBlocked(ai.ID) || l.dialProvider(ctx, ai) != nil {
+				return
 			}
 		}
-	}
-	// No provider answered: ask a few connected peers directly (a small
-	// swarm may have no DHT servers yet).
-	for _, p := range s.host.Network().Peers() {
-		if len(asked) > lookupFallback || ctx.Err() != nil {
-			break
+		n, u, err := s.fetchCounting(ctx, ai.ID, []string{l.cid})
+		if err != nil {
+			s.log.Debug("lookup fetch", "peer", ai.ID, "cid", l.cid, "err", err)
 		}
-		if n, ok := try(peer.AddrInfo{ID: p}); ok {
-			s.met.lookups.WithLabelValues("found").Inc()
-			return n, nil
+		l.untrusted.Add(int64(u))
+		if err != nil || n == 0 {
+			return
 		}
+		if provider {
+			s.counters.dhtFound.Add(1)
+		}
+		select {
+		case l.found <- n:
+		default: // another peer answered first
+		}
+	})
+}
+
+// dialProvider connects to a provider within lookupDial, after waiting for
+// one of lookupParallel dial slots.
+func (l *lookup) dialProvider(ctx context.Context, ai peer.AddrInfo) error {
+	select {
+	case l.dials <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	s.met.lookups.WithLabelValues("notfound").Inc()
-	if untrusted > 0 {
-		return 0, fmt.Errorf("lookup %s: %w: %w (%d claims refused)", cid, ErrNotFound, ErrOnlyUntrusted, untrusted)
+	defer func() { <-l.dials }()
+	dctx, cancel := context.WithTimeout(ctx, lookupDial)
+	defer cancel()
+	return l.s.host.Connect(dctx, ai)
+}
+
+func (l *lookup) done(n int) (int, error) {
+	l.s.met.lookups.WithLabelValues("found").Inc()
+	return n, nil
+}
+
+func (l *lookup) notFound() (int, error) {
+	l.s.met.lookups.WithLabelValues("notfound").Inc()
+	if u := l.untrusted.Load(); u > 0 {
+		return 0, fmt.Errorf("lookup %s: %w: %w (%d claims refused)", l.cid, ErrNotFound, ErrOnlyUntrusted, u)
 	}
-	return 0, fmt.Errorf("lookup %s: %w", cid, ErrNotFound)
+	return 0, fmt.Errorf("lookup %s: %w", l.cid, ErrNotFound)
 }
