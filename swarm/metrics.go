@@ -223,7 +223,7 @@ func (s *Swarm) recordSync(st SyncStats) {
 	s.counters.syncBytesIn.Add(st.BytesRecvd)
 	s.counters.syncBytesOut.Add(st.BytesSent)
 	s.peerStats.synced(st)
-	if st.ClaimsRecvd > 0 && st.Refused < st.ClaimsMoved {
+	if st.ClaimsRecvd > 0 { // claims new to this node: others may lack them too
 		select {
 		case s.cascadeCh <- st.Peer:
 		default:

@@ -43,7 +43,7 @@ type SyncStats struct {
 	BytesRecvd   int64
 	ClaimBytes   int64 // of which claims in wire form, both ways
 	ClaimsSent   int64
-	ClaimsRecvd  int64 // received claims the store accepted (not rejected)
+	ClaimsRecvd  int64 // received claims new to this node (stored)
 	ClaimsMoved  int64 // received claims, whatever the store said
 	Refused      int64 // received claims refused as untrusted
 	Uninterested int64 // received claims the node's interest filter dropped (ErrNotInterested; neutral)
@@ -577,8 +577,11 @@ func (sub *submitter) store(ctx context.Context, batch []store.Claim) error {
 	var bad int
 	for i, r := range res {
 		switch {
-		case r.Outcome != store.Rejected:
+		case r.Stored:
+			// New to this node: only these count as received (and start
+			// the cascade); a claim held already, or superseded, is not.
 			sub.accepted.Add(1)
+		case r.Outcome != store.Rejected:
 		case errors.Is(r.Err, ErrNotInterested):
 			// Neutral: the peer sent what we asked for; the filter is ours.
 			sub.uninterested.Add(1)
