@@ -1,6 +1,9 @@
 package swarm_test
 
 import (
+	"context"
+	"encoding/binary"
+	"io"
 	"testing"
 	"time"
 
@@ -40,5 +43,28 @@ func TestSync_KnownClaimsDoNotCascade(t *testing.T) {
 	}
 	if got := honest.sw.Counters().Sessions - base; got != 0 {
 		t.Fatalf("%d pushes of claims the victim held made it reconcile with its other peer %d times", pushes, got)
+	}
+}
+
+// TestSync_BadRangesStrike: a RANGES frame no honest peer sends (a count
+// past the turn's limit) ends the session and is held against the peer,
+// as a bad CLAIMS frame is; a repeat blocks it.
+func TestSync_BadRangesStrike(t *testing.T) {
+	mn := newMocknet(t)
+	victim := newNode(t, nodeOpt{mn: mn})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st := rawSyncStream(ctx, t, mn, victim)
+	body := binary.AppendUvarint([]byte{4}, 200_000) // RANGES: 200,000 skips
+	for range 200_000 {
+		body = append(body, 2, 0, 0)
+	}
+	in := append(frame(1, 1, 0, 0), frame(body...)...) // HELLO, RANGES
+	if _, err := st.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, st) // the victim resets the stream
+	if !victim.sw.Struck(attackerPeer(st)) {
+		t.Fatal("a peer sending 200,000 ranges in one frame was not held to account")
 	}
 }

@@ -192,15 +192,26 @@ type rangeDecoder struct {
 	prevTS uint64
 	lower  store.SyncItem
 	ended  bool
+	n      int // ranges decoded this turn
 }
 
-// minEntry is the least encoded size of one entry: bound and mode.
-const minEntry = 2
+// minEntry is the least encoded size of one entry: a bound (ts delta and
+// id length, a byte each; the 1-byte end of the set is never a Skip, the
+// only mode with no body) and the mode.
+const minEntry = 3
 
+// decode decodes one RANGES frame of a turn. A decoded range takes about
+// 40 times its least encoded size, so the count is checked against what
+// the turn still allows before anything is allocated, and the slice grows
+// only as entries actually decode.
 func (rd *rangeDecoder) decode(frame []byte) ([]rangeEntry, error) {
 	d := dec{b: frame[1:]}
 	n := d.count(minEntry)
-	out := make([]rangeEntry, 0, n)
+	if d.err == nil && n > maxRangesInTurn-rd.n {
+		d.fail("more than %d ranges in one turn", maxRangesInTurn)
+		n = 0
+	}
+	out := make([]rangeEntry, 0, min(n, 1024))
 	for range n {
 		if d.err != nil {
 			break
@@ -292,6 +303,7 @@ func (rd *rangeDecoder) decode(frame []byte) ([]rangeEntry, error) {
 	if err := d.done(); err != nil {
 		return nil, err
 	}
+	rd.n += len(out)
 	return out, nil
 }
 

@@ -289,28 +289,30 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 			}
 		case frameWant:
 			w, err := decodeWant(frame)
+			switch {
+			case err != nil:
+			case len(w) == 0: // never sent: a peer holding the session open
+				err = fmt.Errorf("%w: empty WANT", errProtocol)
+			case len(t.wants)+len(w) > maxWantsInTurn:
+				err = fmt.Errorf("%w: more than %d wants in one turn", errProtocol, maxWantsInTurn)
+			}
 			if err != nil {
-				return t, err
-			}
-			if len(w) == 0 { // never sent: a peer holding the session open
-				return t, fmt.Errorf("%w: empty WANT", errProtocol)
-			}
-			if len(t.wants)+len(w) > maxWantsInTurn {
-				return t, fmt.Errorf("%w: more than %d wants in one turn", errProtocol, maxWantsInTurn)
+				return t, ss.violation(err)
 			}
 			t.wants = append(t.wants, w...)
 		case frameRanges:
 			rs, err := ss.rdec.decode(frame)
-			if err != nil {
-				return t, err
-			}
 			rangeBytes += len(frame)
 			switch {
+			case err != nil:
 			case len(rs) == 0:
-				return t, fmt.Errorf("%w: empty RANGES", errProtocol)
+				err = fmt.Errorf("%w: empty RANGES", errProtocol)
 			case len(t.ranges)+len(rs) > maxRangesInTurn || rangeBytes > maxRangeBytesInTurn:
-				return t, fmt.Errorf("%w: more than %d ranges or %d bytes of them in one turn",
+				err = fmt.Errorf("%w: more than %d ranges or %d bytes of them in one turn",
 					errProtocol, maxRangesInTurn, maxRangeBytesInTurn)
+			}
+			if err != nil {
+				return t, ss.violation(err)
 			}
 			t.ranges = append(t.ranges, rs...)
 		case frameEnd:
@@ -333,6 +335,14 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 			return t, fmt.Errorf("%w: unexpected frame type %#x", errProtocol, frame[0])
 		}
 	}
+}
+
+// violation counts a malformed or oversized WANT or RANGES frame against
+// the peer, as a bad CLAIMS frame is: an honest peer never sends one, and
+// each costs this node a decode (and a session) the peer could repeat.
+func (ss *session) violation(err error) error {
+	ss.s.penalize(ss.peer, "sync: "+err.Error())
+	return err
 }
 
 // submit hands a batch to the submitter; the wait for the store's room is
