@@ -169,6 +169,7 @@ func (w *Watcher) flush(ctx context.Context, pending map[string]pend) {
 	for _, f := range files {
 		listed[f.rel] = true
 	}
+	var found []fileStat
 	for i, d := range dirs {
 		if i > 0 && under(d, dirs[:i]) {
 			continue // dirs is sorted: an ancestor came first
@@ -176,12 +177,27 @@ func (w *Watcher) flush(ctx context.Context, pending map[string]pend) {
 		_, err := w.walk(ctx, d, func(f fileStat) error {
 			if !listed[f.rel] {
 				listed[f.rel] = true
-				files = append(files, f)
+				found = append(found, f)
 			}
 			return nil
 		})
 		if err != nil && !errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil {
 			w.log.Warn("list new directory", "path", d, "err", err)
+		}
+	}
+	// Files found by listing have not been quiet for a debounce yet (cp -r
+	// fills a directory it has just made): a move pairs with its vanished
+	// row at once, anything to hash waits in the debounce like a file
+	// written in a known directory, so a file still growing is never
+	// published half written.
+	for chunk := range slices.Chunk(found, hashBatch) {
+		need, err := w.renameOrWait(ctx, chunk)
+		if err != nil {
+			w.logApply(ctx, err)
+			return
+		}
+		for _, f := range need {
+			pending[f.rel] = pend{deadline: now.Add(w.cfg.Debounce)}
 		}
 	}
 	for chunk := range slices.Chunk(files, hashBatch) {

@@ -264,6 +264,19 @@ func (w *Watcher) settle(ctx context.Context, files []fileStat, p *progress) err
 	return err
 }
 
+// renameOrWait applies what needs no hashing among files just found by
+// listing a new directory (moves of vanished files) and returns the files
+// that must be hashed, which the caller puts on the debounce.
+func (w *Watcher) renameOrWait(ctx context.Context, files []fileStat) ([]fileStat, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := w.view.ticket()
+	defer w.view.done(t)
+	ups, need := w.classifyLocked(files, t)
+	_, err := w.commitLocked(ctx, ups)
+	return need, err
+}
+
 // expireGone deletes the vanished files due by now that found no partner.
 func (w *Watcher) expireGone(ctx context.Context, now time.Time) error {
 	w.mu.Lock()
