@@ -25,18 +25,18 @@ func (s *Server) routes() {
 		"PUT /api/metadata/{id}/property",
 		"POST /api/metadata/batch",
 	} {
-		s.handle(p, handleGone)
+		s.handleOpen(p, handleGone) // answers 410 whoever asks: nothing to guard
 	}
 
 	// Reading.
 	s.handle("GET /api/meta/{cid}", s.handleMeta)
 	s.handle("GET /api/meta/{cid}/claims", s.handleCIDClaims)
 	s.handle("GET /api/metadata/{rid}/claims", s.handleRIDClaims)
-	s.handle("POST /api/merge", s.handleMerge)
+	s.handleOpen("POST /api/merge", s.handleMerge) // reads: stores nothing
 	s.handle("GET /api/metadata/{rid}", s.handleMetadata)
 	s.handle("GET /api/metadata/hash-ids", s.handleHashIDs)
 	s.handle("GET /api/metadata/list", s.handleList)
-	s.handle("POST /api/metadata/search", s.handleSearch)
+	s.handleOpen("POST /api/metadata/search", s.handleSearch) // reads
 	s.handle("GET /meta", s.handleHashIDs)
 	s.handle("GET /meta/{h}", s.handleMetaRoot)
 	s.handle("GET /meta/{h}/{key...}", s.handleMetaField)
@@ -69,6 +69,7 @@ func (s *Server) routes() {
 	// Everything else gets the envelope rather than net/http's text.
 	s.handle("/", s.handleUnmatched)
 	s.unclean = s.wrap(s.metrics.forRoute("/"), handleUncleanPath)
+	s.badHost = s.wrap(s.metrics.forRoute("/"), forbiddenHost)
 }
 
 // handleUncleanPath answers a path with an empty, "." or ".." segment:

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,12 @@ type Config struct {
 	Store     Store  // required
 	Node      Node   // required
 	FilesRoot string // the only directory GET /file/{cid} serves from; "" serves nothing
+
+	// AllowedHosts are host names (no port) this server answers to besides
+	// localhost and loopback literals when it listens on loopback, and
+	// whose pages may write: a reverse proxy that passes the browser's
+	// Host ("media.example.org"). See docs/http.md "Browsers and CSRF".
+	AllowedHosts []string
 
 	// BaseURL is the external URL consumers are told in GET /urls
 	// ("baseUrl"); default the URL the request came in on.
@@ -59,6 +66,11 @@ type Server struct {
 	gather  prometheus.Gatherer
 	initErr error
 	unclean http.Handler // a path the mux would redirect (see ServeHTTP)
+	badHost http.Handler // a Host refused by the DNS-rebinding check
+
+	// hostCheck is on while the server listens on loopback (guard.go);
+	// set from Config.Addr, then from the listener in Open.
+	hostCheck atomic.Bool
 
 	mu       sync.Mutex
 	handlers sync.WaitGroup // requests in a handler: Close waits for them
@@ -119,6 +131,7 @@ func NewServer(cfg Config) *Server {
 	if s.initErr != nil {
 		s.metrics, _ = newMetrics(nil) // keep the server usable for Open to report
 	}
+	s.hostCheck.Store(addrIsLoopback(cfg.Addr))
 	s.streams, s.cancelStreams = context.WithCancelCause(context.Background())
 	s.base, s.cancelBase = context.WithCancelCause(context.Background())
 	s.routes()
@@ -151,6 +164,9 @@ func (s *Server) Open(ctx context.Context) error {
 		}
 	}
 	s.ln = ln
+	if ln.Addr() != nil {
+		s.hostCheck.Store(listensOnLoopback(ln.Addr()))
+	}
 	s.srv = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -229,13 +245,18 @@ func (s *Server) Close() error {
 	return err
 }
 
-// ServeHTTP answers CORS preflights, then routes.
+// ServeHTTP refuses a foreign Host on loopback, answers CORS preflights,
+// then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	// Shared, never-modified values: no allocation per request.
 	h["Access-Control-Allow-Origin"] = corsOrigin
 	h["Access-Control-Allow-Methods"] = corsMethods
 	h["Access-Control-Allow-Headers"] = corsHeaders
+	if !s.allowedHost(r.Host) {
+		s.badHost.ServeHTTP(w, r)
+		return
+	}
 	if r.Method == http.MethodOptions {
 		w.WriteHeader(http.StatusOK)
 		return
@@ -279,8 +300,26 @@ var (
 // that becomes the error envelope.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// handle registers h for pattern with its metrics and error mapping.
+// handle registers h for pattern with its metrics and error mapping. A
+// pattern whose method changes state (POST, PUT, PATCH, DELETE) gets the
+// browser checks (guard.go) first; handleOpen is for those that do not.
 func (s *Server) handle(pattern string, h handlerFunc) {
+	switch method, _, _ := strings.Cut(pattern, " "); method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		inner := h
+		h = func(w http.ResponseWriter, r *http.Request) error {
+			if err := s.checkWrite(r); err != nil {
+				return err
+			}
+			return inner(w, r)
+		}
+	}
+	s.handleOpen(pattern, h)
+}
+
+// handleOpen registers h without the browser checks: a POST that only
+// reads (search, merge), a removed route that only answers 410.
+func (s *Server) handleOpen(pattern string, h handlerFunc) {
 	s.mux.Handle(pattern, s.wrap(s.metrics.forRoute(pattern), h))
 }
 

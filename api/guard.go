@@ -1,0 +1,145 @@
+package api
+
+import (
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Browsers and CSRF (docs/http.md "Browsers and CSRF"). The API has no
+// login: anything that can reach the port may use it. A web page the user
+// opens can reach a loopback port too, so three checks keep pages out
+// while leaving local services (which send no Origin) untouched:
+//
+//   - Host: on a loopback listener, a Host that is not a loopback name or
+//     literal is refused (DNS rebinding: a page whose own name now
+//     resolves to 127.0.0.1 would otherwise read the answers).
+//   - Origin: a write carrying an Origin that is neither loopback nor the
+//     request's own host is refused (a page on another site).
+//   - Content-Type: a write's body is application/json or untyped; the
+//     three types a page can send without a CORS preflight (text/plain,
+//     form, multipart) are refused, so even a page the Origin check missed
+//     must ask first, and the preflight names no foreign origin for it.
+
+// Slugs of the browser checks.
+const (
+	SlugForbiddenHost        = "forbidden_host"
+	SlugForbiddenOrigin      = "forbidden_origin"
+	SlugUnsupportedMediaType = "unsupported_media_type"
+)
+
+// isLoopbackHost reports whether host (a Host header or an Origin's host,
+// with or without a port) is "localhost" or a loopback IP literal. Only the
+// exact name: anything else is resolved by DNS, which a page's owner may
+// control.
+func isLoopbackHost(host string) bool {
+	h := hostOnly(host)
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// hostOnly strips the port from host[:port] or [ipv6][:port].
+func hostOnly(host string) string {
+	if strings.HasPrefix(host, "[") {
+		if i := strings.IndexByte(host, ']'); i > 0 {
+			return host[1:i]
+		}
+		return host
+	}
+	if strings.Count(host, ":") == 1 {
+		h, _, _ := strings.Cut(host, ":")
+		return h
+	}
+	return host // a name, an IPv4 literal, or a bare IPv6 literal
+}
+
+// listensOnLoopback reports whether a is a TCP address on a loopback IP:
+// only then is the Host check on (a node reached as http://metanode:9000
+// inside a container network listens on 0.0.0.0).
+func listensOnLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// addrIsLoopback is listensOnLoopback for a configured "host:port".
+func addrIsLoopback(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(h)
+	return strings.EqualFold(h, "localhost") || (ip != nil && ip.IsLoopback())
+}
+
+// allowedHost reports whether the Host header may be served.
+func (s *Server) allowedHost(host string) bool {
+	return host == "" || !s.hostCheck.Load() || isLoopbackHost(host) || s.extraHost(host)
+}
+
+// extraHost reports whether host's name is one of Config.AllowedHosts.
+func (s *Server) extraHost(host string) bool {
+	h := hostOnly(host)
+	for _, a := range s.cfg.AllowedHosts {
+		if strings.EqualFold(a, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkWrite applies the Origin and Content-Type checks to a request that
+// changes state.
+func (s *Server) checkWrite(r *http.Request) error {
+	if origin, ok := r.Header["Origin"]; ok {
+		o := ""
+		if len(origin) > 0 {
+			o = origin[0]
+		}
+		if !s.allowedOrigin(o, r.Host) {
+			return &Error{Status: http.StatusForbidden, Slug: SlugForbiddenOrigin,
+				Message: "a write from the web origin " + quote(o) + " is refused: only pages on this host's loopback or on " +
+					quote(r.Host) + " itself may write (local services send no Origin)"}
+		}
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return &Error{Status: http.StatusUnsupportedMediaType, Slug: SlugUnsupportedMediaType,
+				Message: "Content-Type " + quote(ct) + " is refused: send application/json (or no Content-Type)"}
+		}
+	}
+	return nil
+}
+
+// allowedOrigin: a loopback page, a page on the host the request was sent
+// to (the same origin behind a proxy or in a container network), or one of
+// Config.AllowedHosts. "null" (a sandboxed page, a file) is foreign.
+func (s *Server) allowedOrigin(origin, reqHost string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return isLoopbackHost(u.Host) || strings.EqualFold(u.Host, reqHost) || s.extraHost(u.Host)
+}
+
+// quote quotes a header value for a message, cut to a readable length.
+func quote(s string) string {
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// forbiddenHost answers a request whose Host is not this loopback server's.
+func forbiddenHost(w http.ResponseWriter, r *http.Request) error {
+	return &Error{Status: http.StatusForbidden, Slug: SlugForbiddenHost,
+		Message: "Host " + quote(r.Host) + " is refused: this API listens on loopback and answers only to localhost, " +
+			"127.0.0.0/8 and [::1] (a page on another name reaching it is DNS rebinding); behind a proxy, pass the " +
+			"upstream's host or list the name in the allowed hosts"}
+}

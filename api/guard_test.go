@@ -1,0 +1,268 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/store"
+)
+
+// rawReq sends one request with a body, the given headers and Host (""
+// keeps the URL's), follows no redirect, and reads the answer.
+func (e *env) rawReq(method, path, host, body string, hdr ...string) answer {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.url+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// claimsBody is a POST /api/claims body holding c.
+func claimsBody(t testing.TB, c store.Claim) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"claims": []any{c.ToJSON(false)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A web page must not write, wipe or change trust: a foreign Origin on a
+// write is 403 and nothing changes; loopback pages, the request's own host
+// and local services (no Origin) still write.
+func TestBrowserWrites_ForeignOrigin(t *testing.T) {
+	e := newEnv(t)
+	kept := e.text(cidA, "title", "kept", e.ts(0))
+	if r := e.post(kept); r.Accepted != 1 {
+		t.Fatalf("seed: %+v", r)
+	}
+	victim := mustSigner(t)
+	host := strings.TrimPrefix(e.url, "http://")
+	for _, origin := range []string{"http://evil.example", "https://evil.example:" + portOf(e.url), "null", "", "file://", "http://127.0.0.1.evil.example"} {
+		for _, r := range []struct{ method, path, ctype, body string }{
+			{"POST", "/api/claims", "application/json", claimsBody(t, e.text(cidB, "title", "PWNED", e.ts(1)))},
+			{"POST", "/api/metadata/clear", "", ""},
+			{"PUT", "/api/trust/" + victim.UID(), "", ""},
+			{"DELETE", "/api/trust/" + e.signer.UID(), "", ""},
+			{"PUT", "/api/kv/value", "application/json", `{"key":"sorter:cursor","value":"x"}`},
+			{"DELETE", "/api/kv/value?key=sorter:cursor", "", ""},
+			{"POST", "/api/files/register", "application/json", `{"path":"plugin/x.bin"}`},
+			{"POST", "/api/swarm/invite", "application/json", `{}`},
+		} {
+			// An empty Content-Type counts as none.
+			a := e.rawReq(r.method, r.path, "", r.body, "Origin", origin, "Content-Type", r.ctype)
+			a.wantError(t, http.StatusForbidden, api.SlugForbiddenOrigin)
+		}
+	}
+	if _, err := e.c.Meta(context.Background(), cidB, api.MetaOptions{}); !isNotFound(err) {
+		t.Errorf("a foreign page's claim was stored: %v", err)
+	}
+	if m, err := e.c.Meta(context.Background(), cidA, api.MetaOptions{}); err != nil || m.Metadata["title"] != "kept" {
+		t.Errorf("a foreign page wiped or changed the library: %+v %v", m, err)
+	}
+	tl, err := e.c.Trust(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range tl.Trusted {
+		if tr.UID == victim.UID() {
+			t.Errorf("a foreign page added %s to the trust list", victim.UID())
+		}
+	}
+
+	// Pages on loopback or on the host the request went to may write.
+	for i, origin := range []string{"http://localhost:3000", "http://127.0.0.1", "http://[::1]:8080", "http://127.8.9.10:1", "http://" + host, "HTTP://LOCALHOST"} {
+		a := e.rawReq("POST", "/api/claims", "", claimsBody(t, e.text(cidN(i), "title", "ok", e.ts(2))), "Origin", origin, "Content-Type", "application/json")
+		var res api.ClaimsResponse
+		a.decode(t, &res)
+		if res.Accepted != 1 {
+			t.Errorf("origin %s: %s", origin, a.body)
+		}
+	}
+	// Reads stay open to every origin, with upstream's CORS headers,
+	// including the POSTs that only read.
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/api/meta/" + cidA, ""},
+		{"POST", "/api/metadata/search", `{"query":"kept"}`},
+		{"POST", "/api/merge", `{"claims":[]}`},
+	} {
+		a := e.rawReq(r.method, r.path, "", r.body, "Origin", "http://evil.example", "Content-Type", "text/plain")
+		if a.status != 200 || a.header.Get("Access-Control-Allow-Origin") != "*" {
+			t.Errorf("%s %s from a foreign origin: %d %v %s", r.method, r.path, a.status, a.header, a.body)
+		}
+	}
+}
+
+// rawReqNoCT is rawReq without a Content-Type header.
+func (e *env) rawReqNoCT(method, path, body string, hdr ...string) answer {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.url+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// The types a page may send without a preflight are refused on writes:
+// 415, nothing stored. application/json with parameters, or no type at all
+// (Go's and Python's clients without one), are accepted.
+func TestBrowserWrites_ContentType(t *testing.T) {
+	e := newEnv(t)
+	for i, ct := range []string{"text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+		"multipart/form-data; boundary=x", "application/jsonx", "json", ";;"} {
+		c := e.text(cidN(100+i), "title", "x", e.ts(0))
+		a := e.rawReq("POST", "/api/claims", "", claimsBody(t, c), "Content-Type", ct)
+		a.wantError(t, http.StatusUnsupportedMediaType, api.SlugUnsupportedMediaType)
+		if _, err := e.c.Meta(context.Background(), cidN(100+i), api.MetaOptions{}); !isNotFound(err) {
+			t.Errorf("Content-Type %q: the claim was stored: %v", ct, err)
+		}
+	}
+	e.rawReq("POST", "/api/metadata/clear", "", "", "Content-Type", "text/plain").wantError(t, 415, api.SlugUnsupportedMediaType)
+	e.rawReq("PUT", "/api/kv/value", "", `{"key":"a","value":"b"}`, "Content-Type", "application/x-www-form-urlencoded").
+		wantError(t, 415, api.SlugUnsupportedMediaType)
+
+	for i, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON"} {
+		a := e.rawReq("POST", "/api/claims", "", claimsBody(t, e.text(cidN(200+i), "title", "x", e.ts(0))), "Content-Type", ct)
+		var res api.ClaimsResponse
+		if a.decode(t, &res); res.Accepted != 1 {
+			t.Errorf("Content-Type %q: %s", ct, a.body)
+		}
+	}
+	a := e.rawReqNoCT("POST", "/api/claims", claimsBody(t, e.text(cidN(300), "title", "x", e.ts(0))))
+	var res api.ClaimsResponse
+	if a.decode(t, &res); res.Accepted != 1 {
+		t.Errorf("no Content-Type: %s", a.body)
+	}
+	// The client and the removed routes are untouched: 410 stays 410.
+	e.rawReq("PUT", "/meta/"+cidA+"/title", "", "x", "Content-Type", "text/plain").wantError(t, http.StatusGone, "gone")
+}
+
+// DNS rebinding: on a loopback listener every route refuses a Host that is
+// not localhost or a loopback literal, before reading anything.
+func TestBrowserReads_HostOnLoopback(t *testing.T) {
+	e := newEnv(t)
+	e.post(e.text(cidA, "title", "secret", e.ts(0)))
+	port := portOf(e.url)
+	for _, host := range []string{"evil.example:" + port, "evil.example", "localhost.evil.example:" + port,
+		"127.0.0.1.nip.io:" + port, "10.0.0.1:" + port, "[::2]:" + port, "0.0.0.0:" + port, "localhostx"} {
+		for _, p := range []string{"/api/files/tuples", "/api/meta/" + cidA, "/api/kv/value?key=a", "/api/events/meta", "/nope"} {
+			a := e.rawReq("GET", p, host, "")
+			a.wantError(t, http.StatusForbidden, api.SlugForbiddenHost)
+			if bytes.Contains(a.body, []byte("secret")) {
+				t.Errorf("Host %s %s leaked: %s", host, p, a.body)
+			}
+		}
+		e.rawReq("OPTIONS", "/api/claims", host, "").wantError(t, http.StatusForbidden, api.SlugForbiddenHost)
+	}
+	for _, host := range []string{"localhost:" + port, "localhost", "LOCALHOST:" + port, "127.0.0.1:" + port, "127.1.2.3", "[::1]:" + port, "[::1]"} {
+		if a := e.rawReq("GET", "/api/meta/"+cidA, host, ""); a.status != 200 {
+			t.Errorf("Host %s: %d %s", host, a.status, a.body)
+		}
+	}
+}
+
+// A server behind a proxy that passes the browser's Host names it in
+// AllowedHosts; a server on a non-loopback address (a container network)
+// answers any Host and still refuses foreign pages' writes.
+func TestBrowser_AllowedHostsAndNonLoopback(t *testing.T) {
+	e := newEnv(t, withAPI(func(c *api.Config) { c.AllowedHosts = []string{"Media.Example.org"} }))
+	e.post(e.text(cidA, "title", "x", e.ts(0)))
+	if a := e.rawReq("GET", "/api/meta/"+cidA, "media.example.org", ""); a.status != 200 {
+		t.Errorf("allowed host: %d %s", a.status, a.body)
+	}
+	e.rawReq("GET", "/api/meta/"+cidA, "other.example.org", "").wantError(t, 403, api.SlugForbiddenHost)
+	a := e.rawReq("POST", "/api/claims", "media.example.org", claimsBody(t, e.text(cidB, "title", "y", e.ts(1))),
+		"Origin", "https://media.example.org", "Content-Type", "application/json")
+	if a.status != 200 {
+		t.Errorf("write from the allowed host's page: %d %s", a.status, a.body)
+	}
+
+	// Listening on 0.0.0.0 (as the listener reports; the socket itself is
+	// on loopback, tests touch nothing else).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wild := &addrListener{Listener: ln, addr: &net.TCPAddr{IP: net.IPv4zero, Port: ln.Addr().(*net.TCPAddr).Port}}
+	c := newEnv(t, withAPI(func(c *api.Config) { c.Listener = wild }))
+	c.url = "http://" + ln.Addr().String()
+	c.c = api.NewClient(c.url)
+	c.post(c.text(cidA, "title", "x", c.ts(0)))
+	if a := c.rawReq("GET", "/api/meta/"+cidA, "metanode:9000", ""); a.status != 200 {
+		t.Errorf("container Host on a non-loopback listener: %d %s", a.status, a.body)
+	}
+	a = c.rawReq("POST", "/api/claims", "metanode:9000", claimsBody(t, c.text(cidB, "title", "y", c.ts(1))),
+		"Origin", "http://metanode:9000", "Content-Type", "application/json")
+	if a.status != 200 {
+		t.Errorf("same-origin write in a container network: %d %s", a.status, a.body)
+	}
+	c.rawReq("POST", "/api/metadata/clear", "metanode:9000", "", "Origin", "http://evil.example").
+		wantError(t, 403, api.SlugForbiddenOrigin)
+}
+
+type addrListener struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (l *addrListener) Addr() net.Addr { return l.addr }
+
+func portOf(u string) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		panic(err)
+	}
+	return pu.Port()
+}
+
+func mustSigner(t testing.TB) *store.Signer {
+	t.Helper()
+	s, err := store.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
