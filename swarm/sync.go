@@ -134,6 +134,10 @@ func (s *Swarm) SyncWith(ctx context.Context, p peer.ID) (SyncStats, error) {
 
 // handleSync serves a session a peer started.
 func (s *Swarm) handleSync(st network.Stream) {
+	if s.penalties.isBlocked(st.Conn().RemotePeer()) { // its connection is being closed
+		_ = st.Reset()
+		return
+	}
 	if !s.enterHandler() {
 		_ = st.Reset()
 		return
