@@ -167,7 +167,7 @@ stays empty. Stop a node already running on the same data directory first.`)
 		return nil
 	}
 	return c.runNode(ctx, cfg, layers, func(ctx context.Context, n *node.Node, _ *slog.Logger) error {
-		return c.pairAndSync(ctx, n, inv, commit, next)
+		return c.pairAndSync(ctx, n, inv, commit, next, cfg.Replicate == "interest")
 	})
 }
 
@@ -224,8 +224,9 @@ func prepareConfigDir(confPath string) error {
 // pairAndSync presents the invite (retrying while the inviter is out of
 // reach), calls commit once the inviter accepted, and reports sync progress
 // until this node holds as many claims as the inviter shared or progress
-// stops.
-func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, commit func() error, next string) error {
+// stops. An interest node keeps only claims about its files and lookups,
+// so it does not wait for the inviter's count.
+func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, commit func() error, next string, interest bool) error {
 	fmt.Fprintf(c.stderr, "joining: connecting to %s (%d addresses)…\n", inv.UID, len(inv.Addrs))
 	var total int64
 	var err error
@@ -253,6 +254,10 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, co
 	fmt.Fprintf(c.stderr, "joining: paired with %s; it shares %d claims\n", inv.UID, total)
 	if err := commit(); err != nil {
 		return fmt.Errorf("paired with %s, but %w: add its swarm and addresses to the config by hand, or join again with a new code", inv.UID, err)
+	}
+	if interest {
+		fmt.Fprintf(c.stderr, "joining: done (replicate: interest: this node keeps the claims about its own files and the cids it looks up, not all %d); serving at %s (next time: %s)\n", total, n.APIURL(), next)
+		return nil
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -284,4 +286,76 @@ func TestRun_JoinPrivateSwarm(t *testing.T) {
 		t.Errorf("join with a used code: stdout %q stderr %q", r.stdout, r.stderr)
 	}
 	unchanged(t, third, nil)
+}
+
+// TestRun_JoinInterest: an interest node does not wait for the inviter's
+// claims it will never keep (walk3 P3: "syncing 1 of 5154", 30 s, then
+// "the rest arrive as peers sync", which they never do); it says what it
+// keeps and is done once paired.
+func TestRun_JoinInterest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two nodes")
+	}
+	dir := t.TempDir()
+	inviter := node.New(node.Config{DataDir: filepath.Join(dir, "a"), HTTPAddr: "127.0.0.1:0",
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, SwarmName: "family",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := inviter.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer inviter.Close()
+	env := map[string]string{"HOME": dir}
+	signer, err := store.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "plugin.key")
+	if err := signer.WriteFile(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // claims about cids the joiner has no file of
+		runCLI(t, env, nil, "claim", "put", "--api", inviter.APIURL(), "--signer", keyFile,
+			"--cid", testCID(i), "--key", "title", "--value", fmt.Sprint("t", i)).want(t, 0)
+	}
+	inv, err := inviter.Invite(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stderr, stdout := &lockedBuffer{}, &lockedBuffer{}
+	c := &cli{stdin: strings.NewReader(""), stdout: stdout, stderr: stderr, getenv: envMap(env)}
+	joinCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan int, 1)
+	go func() {
+		done <- c.run(joinCtx, []string{"join", inv.Code, "--data", filepath.Join(dir, "b"), "--replicate", "interest",
+			"--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"})
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(stderr.String(), "joining: done") && !strings.Contains(stderr.String(), "so far") {
+		select {
+		case code := <-done:
+			t.Fatalf("join exited %d before pairing:\n%s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("join did not finish within a minute:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("join exit %d:\n%s", code, stderr.String())
+	}
+	if out := stderr.String(); !strings.Contains(out, "joining: done (replicate: interest") || strings.Contains(out, "the rest arrive") {
+		t.Fatalf("join progress of an interest node:\n%s", out)
+	}
+}
+
+// testCID is a valid cid of no file here, one per i.
+func testCID(i int) string {
+	d := sha256.Sum256([]byte(fmt.Sprint("test cid ", i)))
+	return store.MidhashCID(d[:])
 }
