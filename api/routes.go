@@ -20,7 +20,9 @@ func (s *Server) routes() {
 	for _, p := range []string{
 		"PUT /meta/{h}", "PATCH /meta/{h}", "DELETE /meta/{h}",
 		"PUT /meta/{h}/{key...}", "PATCH /meta/{h}/{key...}", "DELETE /meta/{h}/{key...}",
-		"POST /meta/{h}/_add/{key...}",
+		// The bare _add too: the pattern above alone makes the mux
+		// redirect /_add to /_add/, which ServeHTTP strips again (a loop).
+		"POST /meta/{h}/_add/{key...}", "POST /meta/{h}/_add",
 		"PUT /api/metadata/{id}", "DELETE /api/metadata/{id}",
 		"PUT /api/metadata/{id}/property",
 		"POST /api/metadata/batch",

@@ -17,20 +17,53 @@ import (
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
 
+// Every removed write route answers 410 gone, with or without a trailing
+// slash, and never a redirect (POST /meta/{h}/_add/ redirected to itself).
 func TestGoneRoutes(t *testing.T) {
 	e := newEnv(t)
 	for _, r := range []struct{ method, path string }{
 		{"PUT", "/meta/" + cidA}, {"PATCH", "/meta/" + cidA}, {"DELETE", "/meta/" + cidA},
-		{"PUT", "/meta/" + cidA + "/title"}, {"DELETE", "/meta/" + cidA + "/title"},
-		{"POST", "/meta/" + cidA + "/_add/tags"},
+		{"PUT", "/meta/" + cidA + "/title"}, {"PATCH", "/meta/" + cidA + "/title"}, {"DELETE", "/meta/" + cidA + "/title"},
+		{"PUT", "/meta/" + cidA + "/cast/0/name"},
+		{"POST", "/meta/" + cidA + "/_add/tags"}, {"POST", "/meta/" + cidA + "/_add/genres/x"},
+		{"POST", "/meta/" + cidA + "/_add"},
 		{"PUT", "/api/metadata/" + cidA}, {"DELETE", "/api/metadata/" + cidA},
 		{"PUT", "/api/metadata/" + cidA + "/property"},
 		{"POST", "/api/metadata/batch"},
 	} {
-		a := e.do(r.method, r.path, strings.NewReader(`{"title":"x"}`))
-		a.wantError(t, http.StatusGone, "gone")
-		if !strings.Contains(string(a.body), "POST /api/claims") {
-			t.Errorf("%s %s: %s does not point at POST /api/claims", r.method, r.path, a.body)
+		for _, p := range []string{r.path, r.path + "/"} {
+			for _, ct := range []string{"", "application/json", "text/plain"} {
+				a := e.rawReq(r.method, p, "", `{"title":"x"}`, "Content-Type", ct)
+				if a.status/100 == 3 {
+					t.Errorf("%s %s: %d to %q", r.method, p, a.status, a.header.Get("Location"))
+					continue
+				}
+				a.wantError(t, http.StatusGone, "gone")
+				if !strings.Contains(string(a.body), "POST /api/claims") {
+					t.Errorf("%s %s: %s does not point at POST /api/claims", r.method, p, a.body)
+				}
+			}
+		}
+	}
+}
+
+// No route answers a redirect, whatever the method and trailing slash.
+func TestNoRedirects(t *testing.T) {
+	e := newEnv(t)
+	paths := []string{"/api/claims", "/api/files/register", "/api/kv/value", "/api/metadata/clear",
+		"/meta", "/meta/" + cidA, "/meta/" + cidA + "/title", "/meta/" + cidA + "/_add", "/meta/" + cidA + "/_add/x",
+		"/api/metadata/" + cidA, "/api/metadata/" + cidA + "/property", "/api/metadata/batch", "/api/metadata/hash-ids",
+		"/api/metadata/list", "/api/metadata/search", "/api/meta/" + cidA, "/api/meta/" + cidA + "/claims",
+		"/api/metadata/" + cidA + "/claims", "/api/merge", "/api/files/tuples", "/api/file/" + cidA + "/info",
+		"/file/" + cidA, "/api/schema", "/api/stats", "/health", "/urls", "/api/swarm/status", "/api/swarm/peers",
+		"/api/swarm/invite", "/api/trust", "/api/trust/zX", "/metrics", "/api", "/api/meta", "/file", "/"}
+	for _, p := range paths {
+		for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+			for _, q := range []string{p, p + "/"} {
+				if a := e.rawReq(m, q, "", "{}", "Content-Type", "application/json"); a.status/100 == 3 {
+					t.Errorf("%s %s: %d to %q", m, q, a.status, a.header.Get("Location"))
+				}
+			}
 		}
 	}
 }
