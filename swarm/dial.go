@@ -67,8 +67,23 @@ var ErrCannotNegotiate = errors.New("swarm key mismatch / cannot negotiate")
 // fails but a plain TCP connection to one of its addresses succeeds, the
 // handshake is what failed: it dials twice more (a simultaneous open is a
 // race), then reports ErrCannotNegotiate with the address, in the log and
-// in Status().Errors, instead of leaving the owner with a timeout.
+// in Status().Errors, instead of leaving the owner with a timeout. It is
+// for peers the owner configured (bootstrap, Connect) or that were reached
+// before (LAN redials); see dialFound for peers mDNS announced.
 func (s *Swarm) dial(ctx context.Context, ai peer.AddrInfo) error {
+	return s.dialWith(ctx, ai, true)
+}
+
+// dialFound dials a peer mDNS announced: as dial, with the retries that
+// get past a simultaneous open, but a failed handshake is only logged at
+// debug level. Anyone on the LAN can announce peers at any address, and a
+// mismatch with one the owner never configured nor reached says nothing
+// about this node's setup (a LAN peer reached once is redialed with dial).
+func (s *Swarm) dialFound(ctx context.Context, ai peer.AddrInfo) error {
+	return s.dialWith(ctx, ai, false)
+}
+
+func (s *Swarm) dialWith(ctx context.Context, ai peer.AddrInfo, report bool) error {
 	if ai.ID == s.host.ID() {
 		return nil
 	}
@@ -106,6 +121,11 @@ func (s *Swarm) dial(ctx context.Context, ai peer.AddrInfo) error {
 	}
 	err = fmt.Errorf("%w with %s at %s: %v; check that both nodes use the same swarm.key",
 		ErrCannotNegotiate, ai.ID, addr, err)
+	if !report {
+		s.log.Info("LAN peer did not complete a handshake (another swarm key, or not a metanode)",
+			"peer", ai.ID, "addr", addr)
+		return err
+	}
 	s.errs.add(err.Error(), time.Now())
 	s.log.Error("cannot negotiate with peer", "peer", ai.ID, "addr", addr, "err", err)
 	return err

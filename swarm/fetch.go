@@ -39,6 +39,10 @@ const (
 // group, deduplicated, in CLAIMS frames, then END.
 func (s *Swarm) serveFetch(ctx context.Context, st network.Stream) {
 	p := st.Conn().RemotePeer()
+	if s.penalties.isBlocked(p) { // its connection is being closed
+		_ = st.Reset()
+		return
+	}
 	fr := newFrameReader(st)
 	frame, err := fr.next()
 	if err != nil || frame[0] != frameFetch {

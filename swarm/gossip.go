@@ -171,6 +171,10 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 	if from == s.host.ID() {
 		return pubsub.ValidationAccept // our own batch: stored and verified already
 	}
+	if s.penalties.isBlocked(from) { // its connection is being closed
+		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
+		return pubsub.ValidationIgnore
+	}
 	if len(msg.Data) > 0 && msg.Data[0] != gossipVersion {
 		// A newer format this node cannot read: not the sender's fault.
 		s.met.gossipMsgs.WithLabelValues("ignored").Inc()

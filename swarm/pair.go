@@ -189,6 +189,10 @@ func decodePair(frame []byte) ([]byte, error) {
 // servePair answers one PAIR request through Config.OnPair.
 func (s *Swarm) servePair(ctx context.Context, st network.Stream) {
 	p := st.Conn().RemotePeer()
+	if s.penalties.isBlocked(p) { // its connection is being closed
+		_ = st.Reset()
+		return
+	}
 	frame, err := newFrameReader(st).next()
 	if err == nil && frame[0] != framePair {
 		err = fmt.Errorf("%w: expected PAIR", errProtocol)

@@ -416,30 +416,61 @@ func (s *Swarm) onDisconnected(c network.Conn) {
 	s.meshMu.Unlock()
 }
 
-// runConnector dials peers found by mDNS, redials those it reached once
-// when they drop (lan.go), and disconnects blocked peers.
+// maxFoundDials bounds the dials of peers mDNS found that run at once. A
+// dial costs up to about 13 s when an address accepts TCP and never
+// completes a handshake, and anyone on the LAN can announce such peers.
+const maxFoundDials = 4
+
+// runConnector dials peers found by mDNS (a few at once, off its loop),
+// redials those it reached once when they drop (lan.go), and runs the
+// kicker, which disconnects blocked peers: kicks never wait behind dials.
 func (s *Swarm) runConnector(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { s.runKicker(ctx) })
+	slots := make(chan struct{}, maxFoundDials)
 	t := time.NewTicker(lanCheck)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case p := <-s.kickCh:
-			_ = s.host.Network().ClosePeer(p)
 		case ai := <-s.foundCh:
-			if ai.ID == s.host.ID() {
+			if ai.ID == s.host.ID() || s.penalties.isBlocked(ai.ID) {
 				continue
 			}
-			if s.host.Network().Connectedness(ai.ID) != network.Connected {
-				if err := s.dial(ctx, ai); err != nil {
-					s.log.Debug("mdns peer unreachable", "peer", ai.ID, "err", err)
-					continue
-				}
+			if s.host.Network().Connectedness(ai.ID) == network.Connected {
+				s.lan.add(ai, time.Now())
+				continue
 			}
-			s.lan.add(ai, time.Now())
+			select { // the found queue holds the rest meanwhile
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				if err := s.dialFound(ctx, ai); err != nil {
+					s.log.Debug("mdns peer unreachable", "peer", ai.ID, "err", err)
+					return
+				}
+				s.lan.add(ai, time.Now())
+			})
 		case <-t.C:
 			s.redialLAN(ctx)
+		}
+	}
+}
+
+// runKicker closes the connections of peers that got blocked (penalize)
+// or that connect while blocked (onConnected), as soon as they are.
+func (s *Swarm) runKicker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-s.kickCh:
+			_ = s.host.Network().ClosePeer(p)
 		}
 	}
 }
