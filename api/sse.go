@@ -89,16 +89,42 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 	last := strings.TrimSpace(r.Header.Get("Last-Event-ID"))
 	snapshot := stream == store.StreamMeta && (last == "0" || last == "0-0")
 
-	var sub *store.Subscription
+	var (
+		sub *store.Subscription
+		gap *store.Gap // written right after the headers
+	)
 	if !snapshot {
 		var err error
-		if sub, err = s.cfg.Store.Subscribe(stream, last); err != nil {
-			if errors.Is(err, store.ErrMalformed) { // the only input is the cursor
-				return badRequest("Last-Event-ID %q: want an id this stream sent (<ms>-<seq>), 0 for a snapshot, or no header for the live tail", last)
+		sub, err = s.cfg.Store.Subscribe(stream, last)
+		if errors.Is(err, store.ErrMalformed) { // the only input is the cursor
+			// As upstream: an id that does not parse counts as 0-0, older
+			// than anything retained, so a gap and then everything (meta:
+			// the snapshot; files: every retained event). A consumer with
+			// a corrupt cursor ("undefined" from JS) heals instead of
+			// retrying into a 400 forever; resumeFrom 0-0 redoes this.
+			gap = &store.Gap{Requested: last, ResumeFrom: "0-0"}
+			if stream == store.StreamMeta {
+				snapshot, err = true, nil
+			} else {
+				sub, err = s.cfg.Store.Subscribe(stream, "0-0")
 			}
+		}
+		if err != nil {
 			return err // before any byte: a clean envelope (503 when storage is down)
 		}
-		defer sub.Close()
+		if sub != nil {
+			defer sub.Close()
+			if sub.Gap != nil {
+				g := *sub.Gap
+				if gap != nil { // 0-0 is past retention too: one gap, naming what the client sent
+					g.Requested = gap.Requested
+					if g.ResumeFrom == "" {
+						g.ResumeFrom = gap.ResumeFrom
+					}
+				}
+				gap = &g
+			}
+		}
 	}
 	if st, ok := w.(*statusWriter); ok {
 		st.stream = true
@@ -123,6 +149,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 		h.Set("Connection", "keep-alive")
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
+		if gap != nil {
+			return s.writeGap(out, *gap)
+		}
 		return out.write(nil) // flush the headers right away
 	}
 	events := s.metrics.events.WithLabelValues(label)
@@ -145,21 +174,16 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 			return nil // the client resumes with the snapshot's id
 		}
 		defer sub.Close()
+		if sub.Gap != nil {
+			if err := s.writeGap(out, *sub.Gap); err != nil {
+				return err
+			}
+		}
 	} else if err := begin(); err != nil {
 		return err
 	}
 
 	buf := make([]byte, 0, 4096)
-	if sub.Gap != nil {
-		// Upstream's reason, the one value consumers have seen; the store's
-		// own wording is for people.
-		g := *sub.Gap
-		g.Reason = gapReason
-		data, _ := json.Marshal(g)
-		if err := out.write(appendFrame(buf[:0], "", "gap", data)); err != nil {
-			return err
-		}
-	}
 
 	timer := time.NewTimer(s.cfg.KeepAlive)
 	defer timer.Stop()
@@ -214,6 +238,14 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 			timer.Reset(s.cfg.KeepAlive)
 		}
 	}
+}
+
+// writeGap writes a gap frame (no id line). The reason is upstream's, the
+// one value consumers have seen; the store's own wording is for people.
+func (s *Server) writeGap(out *sseWriter, g store.Gap) error {
+	g.Reason = gapReason
+	data, _ := json.Marshal(g)
+	return out.write(appendFrame(nil, "", "gap", data))
 }
 
 // writeSnapshot writes one set event per merged key; only the last carries

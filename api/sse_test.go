@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"regexp"
@@ -329,15 +330,75 @@ func TestSSE_FilesStream(t *testing.T) {
 	}
 }
 
-func TestSSE_BadCursor(t *testing.T) {
-	e := newEnv(t)
-	for _, stream := range []string{"meta", "files"} {
-		a := e.do(http.MethodGet, "/api/events/"+stream, nil, "Last-Event-ID", "garbage")
-		a.wantError(t, http.StatusBadRequest, "schema_violation")
-		// The message is about the header, not about a claim.
-		if !strings.Contains(string(a.body), "Last-Event-ID") || strings.Contains(string(a.body), "claim") {
-			t.Errorf("garbage cursor on %s: %s", stream, a.body)
+// A Last-Event-ID that does not parse counts as 0-0, as upstream: a gap
+// naming it (resumeFrom 0-0), then the meta snapshot or every retained file
+// event, then the live tail; never a 400 the consumer retries forever.
+func TestSSE_MalformedCursor(t *testing.T) {
+	e := newSeeded(t)
+	writeFile(t, e.root+"/plugin/a.txt", "hello")
+	if _, err := e.c.RegisterFile(t.Context(), "plugin/a.txt"); err != nil {
+		t.Fatal(err)
+	}
+	var ids struct{ HashIDs []string }
+	e.get("/meta").decode(t, &ids)
+	want := map[string]bool{}
+	for _, h := range ids.HashIDs {
+		var r api.RecordResponse
+		e.get("/meta/"+h).decode(t, &r)
+		for k := range r.Metadata {
+			want["file:"+r.HashID+"/"+k] = true
 		}
+	}
+	if len(ids.HashIDs) < 2 {
+		t.Fatalf("seed: %v", ids.HashIDs)
+	}
+	for _, cursor := range []string{"undefined", "null", "-1", "1-2-3", "1796039144765-", "garbage", "0x10", "١٢"} {
+		t.Run(cursor, func(t *testing.T) {
+			wantGap := func(s *sseStream) {
+				t.Helper()
+				gap := s.next(t)
+				var g struct{ Requested, ResumeFrom, Reason string }
+				if gap.Type != "gap" || gap.ID != "" || json.Unmarshal(gap.Data, &g) != nil ||
+					g.Requested != cursor || g.ResumeFrom != "0-0" || g.Reason != "retention" {
+					t.Fatalf("first frame %+v %s, want a gap for %q resuming from 0-0", gap, gap.Data, cursor)
+				}
+			}
+			m := e.openStream(t, "meta", cursor)
+			wantGap(m)
+			snap := m.until(t, func(ev store.Event) bool { return ev.ID != "" })
+			keys := map[string]bool{}
+			for _, ev := range snap {
+				keys[metaOf(t, ev).Key] = true
+			}
+			if !maps.Equal(keys, want) {
+				t.Errorf("snapshot after the gap: %v, want %v", keys, want)
+			}
+
+			f := e.openStream(t, "files", cursor)
+			wantGap(f)
+			if ev := f.next(t); ev.Type != "add" || !strings.Contains(string(ev.Data), `"plugin/a.txt"`) {
+				t.Errorf("files replay after the gap: %+v %s", ev, ev.Data)
+			}
+		})
+	}
+}
+
+// Past retention, a malformed cursor gets one gap (not two): the store's,
+// naming what the client sent, resuming at the oldest retained event.
+func TestSSE_MalformedCursorPastRetention(t *testing.T) {
+	e := newEnv(t, withStore(func(c *store.Config) { c.EventRetention = 4 }))
+	live := e.openStream(t, "files", "")
+	addFiles(t, e, 0, 150) // the store trims in chunks of at least 64
+	live.until(t, func(ev store.Event) bool { return strings.Contains(string(ev.Data), `"f149"`) })
+	s := e.openStream(t, "files", "undefined")
+	gap := s.next(t)
+	var g struct{ Requested, ResumeFrom, Reason string }
+	if gap.Type != "gap" || json.Unmarshal(gap.Data, &g) != nil || g.Requested != "undefined" ||
+		!eventID.MatchString(g.ResumeFrom) || g.Reason != "retention" {
+		t.Fatalf("gap %+v %s", gap, gap.Data)
+	}
+	if ev := s.next(t); ev.Type == "gap" || ev.ID != g.ResumeFrom {
+		t.Errorf("after the gap: %+v, resumeFrom %s", ev, g.ResumeFrom)
 	}
 }
 
