@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,5 +67,107 @@ func TestSync_BadRangesStrike(t *testing.T) {
 	_, _ = io.Copy(io.Discard, st) // the victim resets the stream
 	if !victim.sw.Struck(attackerPeer(st)) {
 		t.Fatal("a peer sending 200,000 ranges in one frame was not held to account")
+	}
+}
+
+// forgedClaims returns n claims of a fresh signer with broken signatures
+// (R flipped: still canonical), 1 ms apart: what a stranger with no key a
+// node trusts can make for free.
+func forgedClaims(t *testing.T, n int) []store.Claim {
+	t.Helper()
+	one := signMany(mustSigner(t), 0, 1, uint64(time.Now().UnixMilli())-600_000)[0]
+	out := make([]store.Claim, n)
+	for i := range out {
+		c := one
+		c.TS += uint64(i)
+		c.Sig[3] ^= 0xff
+		out[i] = c
+	}
+	return out
+}
+
+func claimsFrame(claims []store.Claim) []byte {
+	body := binary.AppendUvarint([]byte{2}, uint64(len(claims)))
+	for i := range claims {
+		body = claims[i].AppendWire(body)
+	}
+	return frame(body...)
+}
+
+// TestSync_RefusedBytesDoNotBuySessionTime: a session's lifetime grows
+// with the work it does, so that an honest bulk catch-up is not cut. Claims
+// the node sets aside unverified (signers it does not trust) are no work
+// for it: a stranger streaming them keeps its inbound slot no longer than
+// the base lifetime. Limits scaled down: idle 2 s, lifetime 1 s plus 1 s
+// per 256 KiB of work.
+func TestSync_RefusedBytesDoNotBuySessionTime(t *testing.T) {
+	mn := newMocknet(t)
+	victim := newNode(t, nodeOpt{mn: mn, trust: store.TrustList, noOpen: true})
+	victim.sw.SetSessionLimits(2*time.Second, time.Second, 256<<10, time.Hour)
+	victim.open(t)
+	f := claimsFrame(forgedClaims(t, 300)) // ~60 KB
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := rawSyncStream(ctx, t, mn, victim)
+	if _, err := st.Write(frame(1, 1, 0, 0)); err != nil { // HELLO
+		t.Fatal(err)
+	}
+	cut := make(chan struct{})
+	go func() {
+		defer close(cut)
+		_, _ = io.Copy(io.Discard, st)
+	}()
+	// 100 frames at ~600 KB/s would buy ~23 s if bytes counted; the bound
+	// is in frames, not time.
+	sent := 0
+	for ; sent < 100; sent++ {
+		if _, err := st.Write(f); err != nil {
+			break
+		}
+		select {
+		case <-cut:
+		case <-time.After(100 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	<-cut
+	t.Logf("the stranger's session ended after %d frames of %d B", sent, len(f))
+	if sent >= 100 {
+		t.Fatalf("claims the node set aside unverified kept a stranger's session alive for %d frames (base lifetime 1 s)", sent)
+	}
+}
+
+// TestSync_RefusedClaimsCappedPerSession: one session takes at most so
+// many claims of signers the node does not trust (it only remembers them
+// as refused); past that the session ends, whatever its lifetime allows.
+func TestSync_RefusedClaimsCappedPerSession(t *testing.T) {
+	mn := newMocknet(t)
+	victim := newNode(t, nodeOpt{mn: mn, trust: store.TrustList})
+	const n = 1 << 16 // twice the cap
+	claims := forgedClaims(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := rawSyncStream(ctx, t, mn, victim)
+	cut := make(chan struct{})
+	go func() {
+		defer close(cut)
+		_, _ = io.Copy(io.Discard, st)
+	}()
+	if _, err := st.Write(frame(1, 1, 0, 0)); err != nil { // HELLO
+		t.Fatal(err)
+	}
+	for chunk := range slices.Chunk(claims, 1024) {
+		if _, err := st.Write(claimsFrame(chunk)); err != nil {
+			break
+		}
+	}
+	_, _ = st.Write(frame(5))
+	_ = st.CloseWrite()
+	<-cut
+	got := victim.sw.RefusedLen()
+	t.Logf("a stranger pushed %d untrusted claims in one session: %d taken", n, got)
+	if got >= n {
+		t.Fatalf("one session took all %d claims of a signer the node does not trust", n)
 	}
 }

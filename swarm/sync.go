@@ -31,7 +31,17 @@ const (
 	// about 24 MB; a peer must not make a node buffer more.
 	maxRangesInTurn     = 1 << 17
 	maxRangeBytesInTurn = 32 << 20
+	// Claims of signers this node does not trust that one session takes
+	// (set aside unverified, only remembered as refused): past it the
+	// session ends and the next one carries on, so one peer cannot churn
+	// more than a quarter of the refused set, or stream them for long.
+	maxRefusedInSession = maxRefused / 4
 )
+
+// errTooManyRefused ends a session that brought more than
+// maxRefusedInSession claims of untrusted signers: not a violation (an
+// open-trust peer relays everyone's claims), the next session goes on.
+var errTooManyRefused = errors.New("sync session: too many claims of signers this node does not trust")
 
 // SyncStats describes one finished sync session.
 type SyncStats struct {
@@ -66,7 +76,8 @@ type session struct {
 	rdec    rangeDecoder
 	started time.Time
 	guard   *sessionGuard
-	hello   bool // the peer's HELLO arrived
+	hello   bool  // the peer's HELLO arrived
+	claimIn int64 // bytes of CLAIMS frames read
 }
 
 // peerTurn is what the peer sent in one turn.
@@ -252,7 +263,7 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 	var batch []store.Claim
 	rangeBytes := 0
 	for {
-		ss.guard.progress(ss.fr.n + ss.fw.n)
+		ss.guard.progress(ss.work())
 		_ = ss.stream.SetReadDeadline(time.Now().Add(ss.s.sessionLimits.idle))
 		frame, err := ss.fr.next()
 		ss.stats.BytesRecvd = ss.fr.n
@@ -284,6 +295,10 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 			}
 			ss.stats.ClaimsMoved += int64(len(claims))
 			ss.stats.ClaimBytes += int64(len(frame))
+			ss.claimIn += int64(len(frame))
+			if ss.sub.refused.Load() >= maxRefusedInSession {
+				return t, fmt.Errorf("%w: %d", errTooManyRefused, ss.sub.refused.Load())
+			}
 			batch = append(batch, claims...)
 			if len(batch) >= submitBatch {
 				if err := ss.submit(ctx, batch); err != nil {
@@ -341,6 +356,21 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 	}
 }
 
+// work is the session's bytes that did work, which is what extends its
+// lifetime: all it wrote (claims the peer lacked or asked for, answers),
+// the peer's HELLO, WANT, RANGES and END (each answered), and the peer's
+// CLAIMS in the share of claims stored as new. Claims refused, already
+// held or still in the store's queue buy nothing: a peer streaming claims
+// of signers this node does not trust (set aside unverified, at no cost to
+// the peer) keeps its slot no longer than the base lifetime.
+func (ss *session) work() int64 {
+	n := ss.fr.n - ss.claimIn + ss.fw.n
+	if moved := ss.stats.ClaimsMoved; moved > 0 {
+		n += ss.claimIn * min(ss.sub.accepted.Load(), moved) / moved
+	}
+	return n
+}
+
 // violation counts a malformed or oversized WANT or RANGES frame against
 // the peer, as a bad CLAIMS frame is: an honest peer never sends one, and
 // each costs this node a decode (and a session) the peer could repeat.
@@ -353,7 +383,7 @@ func (ss *session) violation(err error) error {
 // this node's, so it does not count as the peer's idle time.
 func (ss *session) submit(ctx context.Context, batch []store.Claim) error {
 	ss.guard.hold()
-	defer ss.guard.progress(ss.fr.n + ss.fw.n)
+	defer func() { ss.guard.progress(ss.work()) }()
 	return ss.sub.add(ctx, batch)
 }
 
@@ -361,7 +391,7 @@ func (ss *session) submit(ctx context.Context, batch []store.Claim) error {
 // lacks, our wants, our ranges, END.
 func (ss *session) sendTurn(ctx context.Context, h *hello, plan turnPlan, peerWants []shortID) error {
 	w := func(frame []byte) error {
-		ss.guard.progress(ss.fr.n + ss.fw.n)
+		ss.guard.progress(ss.work())
 		_ = ss.stream.SetWriteDeadline(time.Now().Add(ss.s.sessionLimits.idle))
 		err := ss.fw.write(frame)
 		ss.stats.BytesSent = ss.fw.n
