@@ -75,7 +75,7 @@ type RegisterResult struct {
 	Root    string `json:"root"` // the record's rid
 	CID     string `json:"cid"`  // the file's midhash256
 	Created bool   `json:"created"`
-	Path    string `json:"path"` // absolute path
+	Path    string `json:"path"` // from Node: absolute; the API answers it relative to the files root (clean, under plugin/)
 	Size    int64  `json:"size"`
 }
 

@@ -58,19 +58,22 @@ func TestError_Is(t *testing.T) {
 	}
 }
 
-func TestCheckPluginPath(t *testing.T) {
-	for _, p := range []string{"plugin/a", "plugin/tmdb/poster.jpg", "plugin/a b/c..d"} {
-		if err := checkPluginPath(p); err != nil {
-			t.Errorf("%q refused: %v", p, err)
+func TestPluginRelPath(t *testing.T) {
+	for p, want := range map[string]string{
+		"plugin/a": "plugin/a", "plugin/tmdb/poster.jpg": "plugin/tmdb/poster.jpg", "plugin/a b/c..d": "plugin/a b/c..d",
+		// Upstream's normalisation: one leading "/", space, path.Clean.
+		"/plugin/a": "plugin/a", "plugin//a": "plugin/a", "plugin/./a": "plugin/a", "plugin/a/": "plugin/a", " plugin/a\t": "plugin/a", "./plugin/a": "plugin/a",
+	} {
+		if got, err := pluginRelPath(p); err != nil || got != want {
+			t.Errorf("%q: %q %v, want %q", p, got, err, want)
 		}
 	}
 	for _, p := range []string{
-		"", "plugin", "plugin/", "plugin/../x", "plugin/a/../../etc/passwd", "../plugin/a",
-		"/plugin/a", "/etc/passwd", "watch/a", "plugin//a", "plugin/./a", "plugin/a/",
-		"plugin\\a", "plugin/a\x00b", "plugins/a", "plugin/..", "./plugin/a",
+		"", " ", "/", "plugin", "plugin/", "plugin/.", "plugin/../x", "plugin/a/../b", "plugin/a/../../etc/passwd", "../plugin/a",
+		"/etc/passwd", "//plugin/a", "watch/a", "plugin\\a", "plugin/a\x00b", "plugins/a", "plugin/..", "/plugin",
 	} {
-		if err := checkPluginPath(p); err == nil {
-			t.Errorf("%q accepted", p)
+		if got, err := pluginRelPath(p); err == nil {
+			t.Errorf("%q accepted as %q", p, got)
 		}
 	}
 }

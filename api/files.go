@@ -46,30 +46,29 @@ type FileTuplesResponse struct {
 	TotalSize int64        `json:"totalSize"`
 }
 
-// checkPluginPath accepts only a clean relative path under plugin/: plugins
-// may register their own outputs, nothing else.
-func checkPluginPath(p string) error {
+// pluginRelPath returns the clean form of a path under plugin/: plugins
+// may register their own outputs, nothing else. As upstream's
+// pluginRelPath: surrounding space and one leading "/" go, a ".." segment
+// anywhere is refused, and path.Clean folds "//" and "./"; a backslash or
+// NUL is refused too (a Windows separator, or a name no file has).
+func pluginRelPath(raw string) (string, error) {
+	p := strings.TrimPrefix(strings.TrimSpace(raw), "/")
 	switch {
 	case p == "":
-		return badRequest("path is required")
+		return "", badRequest("path is required")
 	case strings.ContainsAny(p, "\\\x00"):
-		return badRequest("path %q contains a backslash or NUL", p)
-	case path.IsAbs(p) || filepath.IsAbs(p):
-		return badRequest("path %q must be relative to the files root", p)
+		return "", badRequest("path %q contains a backslash or NUL", raw)
 	}
 	for seg := range strings.SplitSeq(p, "/") {
 		if seg == ".." {
-			return badRequest("path %q must not contain ..", p)
+			return "", badRequest("path %q must not contain ..", raw)
 		}
 	}
-	rest, ok := strings.CutPrefix(p, "plugin/")
-	switch {
-	case !ok || rest == "":
-		return badRequest("path %q must name a file under plugin/", p)
-	case path.Clean(p) != p || !filepath.IsLocal(p):
-		return badRequest("path %q is not clean (write %q)", p, path.Clean(p))
+	clean := path.Clean(p)
+	if rest, ok := strings.CutPrefix(clean, "plugin/"); !ok || rest == "" || !filepath.IsLocal(clean) {
+		return "", badRequest("path %q must name a file under plugin/, relative to the files root", raw)
 	}
-	return nil
+	return clean, nil
 }
 
 func (s *Server) handleRegisterFile(w http.ResponseWriter, r *http.Request) error {
@@ -77,22 +76,27 @@ func (s *Server) handleRegisterFile(w http.ResponseWriter, r *http.Request) erro
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		return err
 	}
-	if err := checkPluginPath(req.Path); err != nil {
+	rel, err := pluginRelPath(req.Path)
+	if err != nil {
 		return err
 	}
 	if s.cfg.FilesRoot != "" {
 		// A symlink under plugin/ must not register a file from elsewhere.
-		if _, err := s.resolveUnderRoot(filepath.Join(s.cfg.FilesRoot, filepath.FromSlash(req.Path))); err != nil {
+		if _, err := s.resolveUnderRoot(filepath.Join(s.cfg.FilesRoot, filepath.FromSlash(rel))); err != nil {
 			if errors.Is(err, errUnresolvable) { // the caller's path is wrong: not retryable
-				return fmt.Errorf("%w: %s %v", store.ErrBadPath, req.Path, err)
+				return fmt.Errorf("%w: %s %v", store.ErrBadPath, rel, err)
 			}
 			return err
 		}
 	}
-	res, err := s.cfg.Node.RegisterFile(r.Context(), req.Path)
+	res, err := s.cfg.Node.RegisterFile(r.Context(), rel)
 	if err != nil {
 		return notFoundAs(err, SlugUnknownRoot)
 	}
+	// Upstream answered the relative path (plugins join it with their
+	// FILES_PATH or compare it with what they sent); the record's
+	// filePath stays absolute.
+	res.Path = rel
 	status := http.StatusOK
 	if res.Created {
 		status = http.StatusCreated

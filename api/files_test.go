@@ -35,8 +35,9 @@ func TestRegisterFile(t *testing.T) {
 	var r api.RegisterResult
 	a.decode(t, &r)
 	wantCID, _, _ := store.Midhash256File(filepath.Join(e.root, "plugin/tmdb/poster.jpg"))
+	// path is relative to the files root, as upstream answered it.
 	if !r.Created || r.CID != wantCID || r.Size != int64(len(content)) || !store.IsRID(r.Root) ||
-		r.Path != filepath.Join(e.root, "plugin/tmdb/poster.jpg") {
+		r.Path != "plugin/tmdb/poster.jpg" {
 		t.Errorf("register: %+v", r)
 	}
 	again, err := e.c.RegisterFile(t.Context(), "plugin/tmdb/poster.jpg")
@@ -46,14 +47,26 @@ func TestRegisterFile(t *testing.T) {
 
 	// The record now has the box-local fields.
 	m, err := e.c.Meta(t.Context(), r.CID, api.MetaOptions{})
-	if err != nil || m.Metadata["filePath"] != r.Path || m.Metadata["sizeByte"] == "" {
+	if err != nil || m.Metadata["filePath"] != filepath.Join(e.root, r.Path) || m.Metadata["sizeByte"] == "" {
 		t.Errorf("record of the file: %+v %v", m, err)
 	}
 
 	e.sendJSON(http.MethodPost, "/api/files/register", map[string]string{"path": "plugin/missing.jpg"}).wantError(t, 404, "unknown_root")
 	e.sendJSON(http.MethodPost, "/api/files/register", map[string]string{"path": "plugin/tmdb"}).wantError(t, 400, "schema_violation")
-	for _, p := range []string{"", "poster.jpg", "watch/a.mkv", "plugin/../watch/a.mkv", "/etc/passwd", "plugin//x", "plugin/"} {
+	for _, p := range []string{"", " ", "/", "poster.jpg", "watch/a.mkv", "plugin/../watch/a.mkv", "plugin/tmdb/../poster.jpg",
+		"/etc/passwd", "//plugin/tmdb/poster.jpg", "plugin/", "plugin/.", "plugin", "/plugin",
+		"plugin\\tmdb\\poster.jpg", "plugin/tmdb/poster.jpg\x00", "..", "plugin/.."} {
 		e.sendJSON(http.MethodPost, "/api/files/register", map[string]string{"path": p}).wantError(t, 400, "schema_violation")
+	}
+	// Upstream's forms of a path under plugin/ are cleaned, as it did (a
+	// leading "/" or "./", "//", "/./", surrounding spaces), and answered in the clean form.
+	for _, p := range []string{"/plugin/tmdb/poster.jpg", "plugin//tmdb/poster.jpg", "plugin/./tmdb/poster.jpg",
+		" plugin/tmdb/poster.jpg\n", "plugin/tmdb//poster.jpg/", "plugin/tmdb/./poster.jpg", "./plugin/tmdb/poster.jpg"} {
+		var got api.RegisterResult
+		a := e.sendJSON(http.MethodPost, "/api/files/register", map[string]string{"path": p})
+		if a.decode(t, &got); a.status != 200 || got.Path != "plugin/tmdb/poster.jpg" || got.Root != r.Root || got.Created {
+			t.Errorf("register %q: %d %+v", p, a.status, got)
+		}
 	}
 	// A symlink under plugin/ that leads out of the root is refused.
 	outside := filepath.Join(t.TempDir(), "secret.txt")
@@ -104,7 +117,7 @@ func TestFileServing(t *testing.T) {
 	a = e.get("/api/file/" + r.CID + "/info")
 	var fi api.FileInfo
 	a.decode(t, &fi)
-	if !fi.Exists || fi.Size == nil || *fi.Size != 20 || fi.FilePath != r.Path || !strings.HasPrefix(fi.ContentType, "text/plain") {
+	if !fi.Exists || fi.Size == nil || *fi.Size != 20 || fi.FilePath != filepath.Join(e.root, r.Path) || !strings.HasPrefix(fi.ContentType, "text/plain") {
 		t.Errorf("info: %+v", fi)
 	}
 	a = e.get("/api/file/" + cidC + "/info")
@@ -118,7 +131,7 @@ func TestFileServing(t *testing.T) {
 	var tu api.FileTuplesResponse
 	a.decode(t, &tu)
 	if tu.Count != 1 || tu.TotalSize != 20 || tu.Files == nil || len(*tu.Files) != 1 ||
-		(*tu.Files)[0].HashID != r.Root || (*tu.Files)[0].FilePath != r.Path || (*tu.Files)[0].SizeByte != 20 || (*tu.Files)[0].MtimeNano == 0 {
+		(*tu.Files)[0].HashID != r.Root || (*tu.Files)[0].FilePath != filepath.Join(e.root, r.Path) || (*tu.Files)[0].SizeByte != 20 || (*tu.Files)[0].MtimeNano == 0 {
 		t.Errorf("tuples: %+v", tu)
 	}
 	a = e.get("/api/files/tuples?summary=1")

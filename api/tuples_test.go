@@ -56,8 +56,8 @@ func TestFileTuples_LocalFiles(t *testing.T) {
 	}
 	var total int64
 	for p, r := range regs {
-		f, ok := byPath[r.Path]
-		fi, err := os.Stat(r.Path)
+		f, ok := byPath[filepath.Join(e.root, r.Path)]
+		fi, err := os.Stat(filepath.Join(e.root, r.Path))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,8 +66,9 @@ func TestFileTuples_LocalFiles(t *testing.T) {
 		}
 		total += fi.Size()
 	}
-	if byPath[regs["plugin/a.txt"].Path].HashID != rec.RID || byPath[regs["plugin/copy-of-a.txt"].Path].HashID != rec.RID ||
-		byPath[regs["plugin/big.bin"].Path].HashID != rec.RID || byPath[regs["plugin/alone.txt"].Path].HashID != regs["plugin/alone.txt"].Root {
+	abs := func(rel string) string { return filepath.Join(e.root, regs[rel].Path) }
+	if byPath[abs("plugin/a.txt")].HashID != rec.RID || byPath[abs("plugin/copy-of-a.txt")].HashID != rec.RID ||
+		byPath[abs("plugin/big.bin")].HashID != rec.RID || byPath[abs("plugin/alone.txt")].HashID != regs["plugin/alone.txt"].Root {
 		t.Errorf("hashIds: %+v (record of a.txt %s)", byPath, rec.RID)
 	}
 	if tu.TotalSize != total {
