@@ -12,8 +12,9 @@ import (
 // frames must not hold one of a node's few session slots for long, while
 // an honest catch-up of a big store (1M claims stream for about three
 // minutes here) must not be cut. So a session's allowance grows with the
-// bytes it moves: sessionBase, plus one second per sessionMinRate bytes
-// sent or received, never past sessionTimeout. Whatever a session was cut
+// work it does: sessionBase, plus one second per sessionMinRate bytes of
+// work (session.work: not claims refused or already held, which cost the
+// peer nothing), never past sessionTimeout. Whatever a session was cut
 // short of is stored as it arrived, and the next session carries on.
 // Between two frames (either way) at most frameTimeout may pass.
 type sessionLimits struct {
@@ -77,7 +78,7 @@ func (g *sessionGuard) next(moved int64, now time.Time) time.Duration {
 }
 
 // progress rearms the guard at a frame boundary; moved is the session's
-// bytes so far, both ways.
+// bytes of work so far.
 func (g *sessionGuard) progress(moved int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
