@@ -38,13 +38,26 @@ func pushRaw(t *testing.T, mn mocknet.Mocknet, victim *node, claims []store.Clai
 // claims (each heard it from a relaying open-trust node at a different
 // time) finish their sessions, every time, moving nothing.
 func TestSync_RefusedBurstsConverge(t *testing.T) {
+	t.Run("signed burst", func(t *testing.T) { refusedBursts(t, false) })
+	// Claims of signers a node does not trust are remembered unverified
+	// (docs/protocols.md), so a stranger with no key can plant such bursts:
+	// they must not break sessions between two homes either.
+	t.Run("forged burst pushed by a stranger", func(t *testing.T) { refusedBursts(t, true) })
+}
+
+func refusedBursts(t *testing.T, forge bool) {
 	mn := newMocknet(t)
 	noSync := func(c *swarm.Config) { c.NoAutoSync = true }
 	a := newNode(t, nodeOpt{mn: mn, trust: store.TrustList, swarm: noSync})
 	b := newNode(t, nodeOpt{mn: mn, trust: store.TrustList, swarm: noSync})
 	u := mustSigner(t)                                                  // trusted by neither
 	burst := signMany(u, 0, 100, uint64(time.Now().UnixMilli())-60_000) // 100 claims, 1 ms apart
-	pushRaw(t, mn, a, burst)                                            // a heard all 100
+	if forge {
+		for i := range burst {
+			burst[i].Sig[3] ^= 0xff // R, not S: still canonical
+		}
+	}
+	pushRaw(t, mn, a, burst) // a heard all 100
 	waitFor(t, 10*time.Second, "a's refusals", func() bool { return a.sw.RefusedLen() == 100 })
 	pushRaw(t, mn, b, burst[:40]) // b the first 40
 	waitFor(t, 10*time.Second, "b's refusals", func() bool { return b.sw.RefusedLen() == 40 })
