@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	gocid "github.com/ipfs/go-cid"
+
 	"github.com/metanode/metanode/store"
 )
 
@@ -248,12 +250,24 @@ func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) error {
 	if err == nil {
 		return s.writeFileInfo(w, lf)
 	}
-	// A cid in another form is a 400 bad_cid rather than a false "absent";
-	// anything else not found (not a cid at all included) is absent.
-	if err = missError(cid, cidOnly, err, SlugUnknownCID); isNotFound(err) {
-		return writeJSON(w, http.StatusOK, FileInfo{})
+	if !isNotFound(err) {
+		return err
 	}
-	return err
+	// 200 even when absent (http-api.md), so a cid in another form (base58,
+	// upper case) is answered as its canonical form, which is what the
+	// store holds: never a false exists:false, never a 400. Anything else
+	// not found (not a cid at all included) is absent.
+	if c, derr := gocid.Decode(cid); derr == nil {
+		if canon := c.String(); canon != cid {
+			if lf, err = s.cfg.Store.LocalFileForCID(r.Context(), canon); err == nil {
+				return s.writeFileInfo(w, lf)
+			}
+			if !isNotFound(err) {
+				return err
+			}
+		}
+	}
+	return writeJSON(w, http.StatusOK, FileInfo{})
 }
 
 func (s *Server) writeFileInfo(w http.ResponseWriter, lf store.LocalFile) error {

@@ -34,7 +34,8 @@ func otherForms(t testing.TB, s string) []string {
 
 // A cid written in another base (or upper case) on a read route is a 400
 // bad_cid that says how to write it, as POST /api/claims says; before, the
-// routes answered "not found" (or exists:false) for content the node holds.
+// routes answered "not found" for content the node holds. The info route,
+// 200 by contract, answers for the canonical form instead.
 func TestReadRoutes_NonCanonicalCID(t *testing.T) {
 	e := newEnv(t)
 	writeFile(t, filepath.Join(e.root, "plugin/a.txt"), "hello world content\n")
@@ -47,7 +48,7 @@ func TestReadRoutes_NonCanonicalCID(t *testing.T) {
 		t.Fatalf("seed: %+v", res)
 	}
 	routes := []string{"/api/meta/%s", "/api/meta/%s?remote=1", "/api/meta/%s/claims", "/meta/%s", "/meta/%s/title",
-		"/api/metadata/%s", "/api/metadata/%s/claims", "/file/%s", "/api/file/%s/info"}
+		"/api/metadata/%s", "/api/metadata/%s/claims", "/file/%s"}
 	for _, form := range otherForms(t, c) {
 		for _, r := range routes {
 			p := strings.Replace(r, "%s", form, 1)
@@ -60,6 +61,27 @@ func TestReadRoutes_NonCanonicalCID(t *testing.T) {
 			}
 		}
 	}
+	// /api/file/{cid}/info is 200 even when absent (http-api.md): another
+	// form of a held cid answers as the canonical form does (never a false
+	// exists:false); another form of an unknown cid is absent.
+	var want api.FileInfo
+	e.get("/api/file/"+c+"/info").decode(t, &want)
+	if !want.Exists {
+		t.Fatalf("info of the canonical form: %+v", want)
+	}
+	for _, form := range otherForms(t, c) {
+		var got api.FileInfo
+		e.get("/api/file/"+form+"/info").decode(t, &got)
+		if !got.Exists || got.FilePath != want.FilePath || got.Size == nil || *got.Size != *want.Size {
+			t.Errorf("info of %s: %+v, want %+v", form, got, want)
+		}
+	}
+	for _, form := range otherForms(t, cidC) {
+		if a := e.get("/api/file/" + form + "/info"); a.status != 200 || strings.TrimSpace(string(a.body)) != `{"exists":false}` {
+			t.Errorf("info of %s (unknown): %d %s", form, a.status, a.body)
+		}
+	}
+
 	// The canonical form answers on every route.
 	for _, r := range routes {
 		if a := e.get(strings.Replace(r, "%s", c, 1)); a.status != http.StatusOK {
