@@ -170,8 +170,14 @@ func (s *Store) claimsWhere(ctx context.Context, q string, args ...any) ([]Claim
 	return out, rows.Err()
 }
 
+// fetchClaimsMax bounds what FetchClaims reads for one group: at most this
+// many claims, from at most this many of its cids. A fetch answer holds at
+// most 65,536 claims; a bigger group costs a bounded read all the same.
+const fetchClaimsMax = 1 << 17
+
 // FetchClaims returns every shared claim (tombstones included) of the group
-// holding cid, for the fetch protocol. Empty when cid is unknown.
+// holding cid, for the fetch protocol, up to fetchClaimsMax. Empty when cid
+// is unknown.
 func (s *Store) FetchClaims(ctx context.Context, cid string) ([]Claim, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
@@ -181,8 +187,11 @@ func (s *Store) FetchClaims(ctx context.Context, cid string) ([]Claim, error) {
 		cids = s.groups.cidsOf(rid)
 	}
 	var out []Claim
-	for _, c := range cids {
-		cs, err := s.claimsWhere(ctx, `SELECT cid, `+claimCols+` FROM claim WHERE cid = ?`, c)
+	for i, c := range cids {
+		if i >= fetchClaimsMax || len(out) >= fetchClaimsMax {
+			break
+		}
+		cs, err := s.claimsWhere(ctx, `SELECT cid, `+claimCols+` FROM claim WHERE cid = ? LIMIT ?`, c, fetchClaimsMax-len(out))
 		if err != nil {
 			return nil, fmt.Errorf("fetch claims: %w", err)
 		}

@@ -22,9 +22,13 @@ import (
 const ProtocolFetch protocol.ID = "/metanode/fetch/1.0.0"
 
 const (
-	maxFetchClaims  = 1 << 16  // claims in one fetch response
-	maxFetchBytes   = 64 << 20 // claim bytes in one fetch response (a record's claims are far fewer)
-	maxFetchServes  = 8        // fetch requests served at once
+	maxFetchClaims = 1 << 16  // claims in one fetch response
+	maxFetchBytes  = 64 << 20 // claim bytes in one fetch response (a record's claims are far fewer)
+	maxFetchServes = 8        // fetch requests served at once
+	// maxFetchLoaded bounds the claims one request makes the node load,
+	// duplicates included, whatever it sends: work per request, not only
+	// the answer, is bounded.
+	maxFetchLoaded  = 2 * maxFetchClaims
 	fetchTimeout    = 30 * time.Second
 	lookupProviders = 8 // providers asked before giving up
 	lookupFallback  = 8 // connected peers asked when no provider answered
@@ -36,7 +40,8 @@ const (
 )
 
 // serveFetch answers one FETCH request: the shared claims of each cid's
-// group, deduplicated, in CLAIMS frames, then END.
+// group, deduplicated, in CLAIMS frames, then END. Each group is loaded
+// once per request.
 func (s *Swarm) serveFetch(ctx context.Context, st network.Stream) {
 	p := st.Conn().RemotePeer()
 	if s.penalties.isBlocked(p) { // its connection is being closed
@@ -67,18 +72,28 @@ func (s *Swarm) serveFetch(ctx context.Context, st network.Stream) {
 	var stats SyncStats
 	cw := claimWriter{write: fw.write, stats: &stats}
 	seen := map[store.ID]struct{}{}
-	asked := map[string]bool{}
-	size := 0
+	answered := map[string]bool{} // cids whose group was loaded
+	size, loaded := 0, 0
 	for _, c := range cids {
-		if asked[c] || len(seen) >= maxFetchClaims || size >= maxFetchBytes {
-			continue // a repeated cid, or the answer is full: no more group loads
+		if answered[c] || len(seen) >= maxFetchClaims || size >= maxFetchBytes || loaded >= maxFetchLoaded {
+			continue // its group is in the answer, or the answer (or the work) is full
 		}
-		asked[c] = true
+		answered[c] = true
 		claims, err := s.cfg.Store.FetchClaims(ctx, c)
 		if err != nil {
 			s.log.Warn("fetch claims", "cid", c, "err", err)
 			s.refuse(st, errCodeInternal, "store unavailable")
 			return
+		}
+		loaded += len(claims)
+		// The other cids of the group: asked again, they would load the
+		// same group (a request of 256 cids of one record would load it
+		// 256 times). A group's cids show as claims' cids and link targets.
+		for i := range claims {
+			answered[claims[i].CID] = true
+			if other, ok := claims[i].LinkTarget(); ok {
+				answered[other] = true
+			}
 		}
 		out := claims[:0]
 		for _, cl := range claims {
