@@ -34,7 +34,7 @@ func TestE2E_SignalsDrainThenForce(t *testing.T) {
 	// the handler starts reading the body: the request is then in flight
 	// for certain (a request whose headers are read after the shutdown
 	// began is dropped unserved, which is no drain to test).
-	fmt.Fprintf(conn, "POST /api/claims HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
+	fmt.Fprintf(conn, "POST /api/claims HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
 	_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
 	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.Contains(line, "100") {
 		t.Fatalf("want 100 Continue from the handler: %q %v", line, err)
