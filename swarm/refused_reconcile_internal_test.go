@@ -58,3 +58,71 @@ func everyOther(items []store.SyncItem) []store.SyncItem {
 	}
 	return out
 }
+
+// FuzzRespondRefused is FuzzRespond with refused items in the view, most
+// of them where the set holds none of its own: whatever decodes is
+// answered without panic, with ranges that encode and decode again and
+// that never repeat a range as one fingerprint of itself when it holds
+// more than an id list.
+func FuzzRespondRefused(f *testing.F) {
+	r := rand.New(rand.NewPCG(3, 3))
+	set := store.NewSyncSet()
+	set.Load(randItems(r, 300, 1000, 1e6))
+	extra := randItems(r, 400, 500_000, 200)
+	slices.SortFunc(extra, store.SyncItem.Compare)
+	extra = slices.CompactFunc(extra, func(a, b store.SyncItem) bool { return a == b })
+	rec := reconciler{view: setView{set: set, extra: extra}, p: defaultReconcileParams, push: true, want: true, sketch: true}
+	for _, fr := range encodeRanges(rec.initial().ranges) {
+		f.Add(fr)
+	}
+	var peer reconciler
+	peer.view = setView{set: store.NewSyncSet(), extra: extra[:100]}
+	peer.p = defaultReconcileParams
+	for _, fr := range encodeRanges(peer.initial().ranges) {
+		f.Add(fr)
+	}
+	// A peer's fingerprint of the refused burst alone, where we hold none
+	// of our own.
+	f.Add(encodeRanges([]rangeEntry{
+		{upper: store.SyncItem{TS: 500_000}, mode: modeSkip},
+		{upper: store.SyncItem{TS: 500_200}, mode: modeFingerprint, count: 1},
+	})[0])
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		if len(frame) == 0 || frame[0] != frameRanges {
+			return
+		}
+		var rd rangeDecoder
+		in, err := rd.decode(frame)
+		if err != nil {
+			return
+		}
+		plan := rec.respond(in)
+		var rd2 rangeDecoder
+		var out []rangeEntry
+		for _, fr := range encodeRanges(plan.ranges) {
+			rs, err := rd2.decode(fr)
+			if err != nil {
+				t.Fatalf("own answer does not decode: %v", err)
+			}
+			out = append(out, rs...)
+		}
+		// A fingerprint answered with one fingerprint of the very same
+		// range, when we hold more than an id list there, is the ping-pong.
+		lo := store.MinSyncItem
+		inFP := map[[2]store.SyncItem]bool{}
+		for _, e := range in {
+			if e.mode == modeFingerprint {
+				inFP[[2]store.SyncItem{lo, e.upper}] = true
+			}
+			lo = e.upper
+		}
+		lo = store.MinSyncItem
+		for _, e := range out {
+			k := [2]store.SyncItem{lo, e.upper}
+			if e.mode == modeFingerprint && e.count > uint64(rec.p.idList) && inFP[k] && len(out) < rec.p.maxOut {
+				t.Fatalf("range %v answered with a fingerprint of itself (%d items)", k, e.count)
+			}
+			lo = e.upper
+		}
+	})
+}
