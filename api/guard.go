@@ -4,6 +4,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -40,8 +41,8 @@ func isLoopbackHost(host string) bool {
 	if strings.EqualFold(h, "localhost") {
 		return true
 	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
+	a, err := netip.ParseAddr(h) // no allocation: this runs on every request
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // hostOnly strips the port from host[:port] or [ipv6][:port].
