@@ -3,12 +3,18 @@ package swarm
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base32"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gocid "github.com/ipfs/go-cid"
+	ds "github.com/ipfs/go-datastore"
+	dssync "github.com/ipfs/go-datastore/sync"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/peer"
 	mh "github.com/multiformats/go-multihash"
 	"golang.org/x/time/rate"
 )
@@ -47,12 +53,107 @@ func (s *Swarm) openDHT() error {
 		dht.ProtocolPrefix(dhtPrefix),
 		dht.DisableValues(),
 		dht.BootstrapPeers(s.bootstrap...),
+		dht.ProviderDatastore(newBoundedProviders(s.host.ID(), maxProviderRecords, maxProviderRecordsPerPeer, s.log)),
 	)
 	if err != nil {
 		return fmt.Errorf("dht: %w", err)
 	}
 	s.dht = d
 	return nil
+}
+
+// Provider records this node keeps for other peers (DHT server mode).
+// kad-dht stores a record for any key a peer announces itself for and
+// keeps it 48 h, with no bound of its own: about 280 B each in memory, so
+// one peer's ADD_PROVIDER flood would grow the heap without limit. A home
+// providing a big library to a small swarm may see some of its records
+// refused by a full server; its lookups then fall back on connected peers.
+const (
+	maxProviderRecords        = 1 << 17 // in all: about 37 MB at most
+	maxProviderRecordsPerPeer = 1 << 14 // from one provider peer id
+)
+
+// boundedProviders is the DHT's provider datastore: kad-dht's default
+// in-memory map with a bound on records in total and per provider peer
+// (the last segment of the key /providers/<key>/<peer>). A new record past
+// either bound is dropped silently (an error would make kad-dht buffer and
+// retry it); a refreshed record (the same key) always goes through, and
+// records the DHT deletes (expired) free their room. This node's own
+// records are not counted: they are as many as the cids it holds.
+type boundedProviders struct {
+	ds.Batching
+	self         string // this node's peer id as it appears in keys
+	log          *slog.Logger
+	max, perPeer int
+	mu           sync.Mutex
+	total        int
+	peers        map[string]int
+	dropped      atomic.Int64
+}
+
+// b32 encodes peer ids as kad-dht's provider keys do.
+var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+func newBoundedProviders(self peer.ID, max, perPeer int, log *slog.Logger) *boundedProviders {
+	return &boundedProviders{
+		Batching: dssync.MutexWrap(ds.NewMapDatastore()),
+		self:     b32.EncodeToString([]byte(self)),
+		log:      log, max: max, perPeer: perPeer,
+		peers: map[string]int{},
+	}
+}
+
+func (b *boundedProviders) Put(ctx context.Context, k ds.Key, v []byte) error {
+	p := k.BaseNamespace()
+	if p == b.self {
+		return b.Batching.Put(ctx, k, v)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	has, err := b.Batching.Has(ctx, k)
+	if err != nil {
+		return err
+	}
+	if !has {
+		if b.total >= b.max || b.peers[p] >= b.perPeer {
+			if b.dropped.Add(1) == 1 {
+				b.log.Warn("DHT provider records past their bound are dropped",
+					"total", b.total, "max", b.max, "per_peer", b.perPeer)
+			}
+			return nil
+		}
+		b.total++
+		b.peers[p]++
+	}
+	return b.Batching.Put(ctx, k, v)
+}
+
+func (b *boundedProviders) Delete(ctx context.Context, k ds.Key) error {
+	p := k.BaseNamespace()
+	if p == b.self {
+		return b.Batching.Delete(ctx, k)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if has, err := b.Batching.Has(ctx, k); err == nil && has {
+		b.total--
+		if b.peers[p]--; b.peers[p] <= 0 {
+			delete(b.peers, p)
+		}
+	}
+	return b.Batching.Delete(ctx, k)
+}
+
+// Batch applies its writes through Put and Delete, so they are bounded too.
+func (b *boundedProviders) Batch(context.Context) (ds.Batch, error) {
+	return ds.NewBasicBatch(b), nil
+}
+
+// counts reports the records held for other peers, in all and from p.
+func (b *boundedProviders) counts(p peer.ID) (total, fromP int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total, b.peers[b32.EncodeToString([]byte(p))]
 }
 
 // provideQueue holds cids waiting to be provided, without repeats.
