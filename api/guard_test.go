@@ -241,6 +241,22 @@ func TestBrowser_AllowedHostsAndNonLoopback(t *testing.T) {
 	}
 	c.rawReq("POST", "/api/metadata/clear", "metanode:9000", "", "Origin", "http://evil.example").
 		wantError(t, 403, api.SlugForbiddenOrigin)
+
+	// AllowedHosts turns the Host check on for a non-loopback listener: a
+	// container that names itself is closed to rebinding through a port
+	// published on the host's loopback.
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wild2 := &addrListener{Listener: ln2, addr: &net.TCPAddr{IP: net.IPv4zero, Port: ln2.Addr().(*net.TCPAddr).Port}}
+	n := newEnv(t, withAPI(func(c *api.Config) { c.Listener, c.AllowedHosts = wild2, []string{"metanode"} }))
+	n.url = "http://" + ln2.Addr().String()
+	for host, want := range map[string]int{"metanode:9000": 200, "localhost:9000": 200, "127.0.0.1": 200, "evil.example:9000": 403} {
+		if a := n.rawReq("GET", "/health", host, ""); a.status != want {
+			t.Errorf("non-loopback listener with AllowedHosts, Host %s: %d, want %d", host, a.status, want)
+		}
+	}
 }
 
 type addrListener struct {

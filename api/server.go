@@ -37,9 +37,10 @@ type Config struct {
 	FilesRoot string // the only directory GET /file/{cid} serves from; "" serves nothing
 
 	// AllowedHosts are host names (no port) this server answers to besides
-	// localhost and loopback literals when it listens on loopback, and
-	// whose pages may write: a reverse proxy that passes the browser's
-	// Host ("media.example.org"). See docs/http.md "Browsers and CSRF".
+	// localhost and loopback literals, and whose pages may write: a reverse
+	// proxy that passes the browser's Host ("media.example.org"), or a
+	// container's own name ("metanode"). When set, the Host check is on
+	// whatever the listen address. See docs/http.md "Browsers and CSRF".
 	AllowedHosts []string
 
 	// BaseURL is the external URL consumers are told in GET /urls
@@ -68,8 +69,9 @@ type Server struct {
 	unclean http.Handler // a path the mux would redirect (see ServeHTTP)
 	badHost http.Handler // a Host refused by the DNS-rebinding check
 
-	// hostCheck is on while the server listens on loopback (guard.go);
-	// set from Config.Addr, then from the listener in Open.
+	// hostCheck is on while the server listens on loopback, or always when
+	// Config.AllowedHosts names any host (guard.go); set from Config.Addr,
+	// then from the listener in Open.
 	hostCheck atomic.Bool
 
 	mu       sync.Mutex
@@ -131,7 +133,7 @@ func NewServer(cfg Config) *Server {
 	if s.initErr != nil {
 		s.metrics, _ = newMetrics(nil) // keep the server usable for Open to report
 	}
-	s.hostCheck.Store(addrIsLoopback(cfg.Addr))
+	s.hostCheck.Store(len(cfg.AllowedHosts) > 0 || addrIsLoopback(cfg.Addr))
 	s.streams, s.cancelStreams = context.WithCancelCause(context.Background())
 	s.base, s.cancelBase = context.WithCancelCause(context.Background())
 	s.routes()
@@ -165,7 +167,7 @@ func (s *Server) Open(ctx context.Context) error {
 	}
 	s.ln = ln
 	if ln.Addr() != nil {
-		s.hostCheck.Store(listensOnLoopback(ln.Addr()))
+		s.hostCheck.Store(len(s.cfg.AllowedHosts) > 0 || listensOnLoopback(ln.Addr()))
 	}
 	s.srv = &http.Server{
 		Handler:           s,
