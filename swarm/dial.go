@@ -68,7 +68,7 @@ var ErrCannotNegotiate = errors.New("swarm key mismatch / cannot negotiate")
 // handshake is what failed: it dials twice more (a simultaneous open is a
 // race), then reports ErrCannotNegotiate with the address, in the log and
 // in Status().Errors, instead of leaving the owner with a timeout. It is
-// for peers the owner configured (bootstrap, Connect) or that were reached
+// for peers the owner named (bootstrap, Connect, Pair) or that were reached
 // before (LAN redials); see dialFound for peers mDNS announced.
 func (s *Swarm) dial(ctx context.Context, ai peer.AddrInfo) error {
 	return s.dialWith(ctx, ai, true)
