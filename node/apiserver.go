@@ -10,13 +10,14 @@ import (
 // itself (api.Node); it serves the node's metrics registry.
 func (n *Node) openAPI(ctx context.Context) error {
 	srv := api.NewServer(api.Config{
-		Addr:       n.cfg.HTTPAddr,
-		Store:      n.store,
-		Node:       n,
-		FilesRoot:  n.cfg.FilesRoot,
-		Logger:     n.cfg.Logger,
-		Registerer: n.reg,
-		Gatherer:   n.reg,
+		Addr:         n.cfg.HTTPAddr,
+		Store:        n.store,
+		Node:         n,
+		FilesRoot:    n.cfg.FilesRoot,
+		AllowedHosts: n.cfg.HTTPAllowed,
+		Logger:       n.cfg.Logger,
+		Registerer:   n.reg,
+		Gatherer:     n.reg,
 	})
 	if err := srv.Open(ctx); err != nil {
 		return err

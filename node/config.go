@@ -40,7 +40,8 @@ type Config struct {
 	TruthPath string // default DataDir/truth.db
 	CachePath string // default DataDir/cache.db
 
-	HTTPAddr string // local API; default DefaultHTTPAddr; "127.0.0.1:0" picks a free port
+	HTTPAddr    string   // local API; default DefaultHTTPAddr; "127.0.0.1:0" picks a free port
+	HTTPAllowed []string // Host names besides loopback the API answers to (api.Config.AllowedHosts)
 
 	Listen       []string // swarm multiaddrs; nil: the swarm's default (TCP and QUIC on 4001)
 	Bootstrap    []string // peers to join through (multiaddrs ending in /p2p/<peerId>)

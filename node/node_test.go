@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -18,7 +19,9 @@ import (
 
 func TestNode_OpenServeClose(t *testing.T) {
 	dir := dataDir(t, "home")
-	n := node.New(testConfig(t, dir))
+	cfg := testConfig(t, dir)
+	cfg.HTTPAllowed = []string{"metanode"}
+	n := node.New(cfg)
 	ctx := context.Background()
 	if err := n.Open(ctx); err != nil {
 		t.Fatal(err)
@@ -27,6 +30,19 @@ func TestNode_OpenServeClose(t *testing.T) {
 	case <-n.Ready():
 	default:
 		t.Fatal("Ready not closed after Open")
+	}
+	// The API answers the allowed name, not another (DNS rebinding).
+	for host, want := range map[string]int{"metanode:9000": http.StatusOK, "rebind.example:9000": http.StatusForbidden} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.APIURL()+"/health", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("GET /health with Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
 	}
 	cl := api.NewClient(n.APIURL())
 	defer cl.Close()

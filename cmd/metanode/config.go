@@ -26,25 +26,26 @@ import (
 // '-' as '_'); a few also answer to their upstream variable (META_CORE_*,
 // FILES_PATH). Precedence: defaults < YAML < environment < flags.
 type Config struct {
-	Data           string   `yaml:"data"`             // data directory (keys, databases)
-	TruthDB        string   `yaml:"truth-db"`         // truth database; default <data>/truth.db
-	CacheDB        string   `yaml:"cache-db"`         // cache database; default <data>/cache.db
-	HTTP           string   `yaml:"http"`             // API listen address
-	Listen         []string `yaml:"listen"`           // swarm listen multiaddrs
-	Bootstrap      []string `yaml:"bootstrap"`        // peers to join through (…/p2p/<peerId>)
-	Swarm          string   `yaml:"swarm"`            // swarm name
-	SwarmKey       string   `yaml:"swarm-key"`        // pre-shared key file: a private swarm
-	Files          string   `yaml:"files"`            // files root for the watcher; "" = none
-	Trust          string   `yaml:"trust"`            // open | list
-	AutoTrustLocal bool     `yaml:"auto-trust-local"` // trust and vouch for local writers
-	Replicate      string   `yaml:"replicate"`        // all | interest
-	Profile        string   `yaml:"profile"`          // home | bootstrap
-	MDNS           bool     `yaml:"mdns"`             // LAN discovery
-	MaxConns       int      `yaml:"max-conns"`        // connection manager high water
-	Relays         []string `yaml:"relays"`           // static relays for a home behind NAT
-	PortMap        bool     `yaml:"port-map"`         // ask the router for a port mapping
-	LogLevel       string   `yaml:"log-level"`        // debug | info | warn | error
-	LogFormat      string   `yaml:"log-format"`       // text | json
+	Data           string   `yaml:"data"`               // data directory (keys, databases)
+	TruthDB        string   `yaml:"truth-db"`           // truth database; default <data>/truth.db
+	CacheDB        string   `yaml:"cache-db"`           // cache database; default <data>/cache.db
+	HTTP           string   `yaml:"http"`               // API listen address
+	HTTPAllowed    []string `yaml:"http-allowed-hosts"` // Host names besides loopback the API answers to
+	Listen         []string `yaml:"listen"`             // swarm listen multiaddrs
+	Bootstrap      []string `yaml:"bootstrap"`          // peers to join through (…/p2p/<peerId>)
+	Swarm          string   `yaml:"swarm"`              // swarm name
+	SwarmKey       string   `yaml:"swarm-key"`          // pre-shared key file: a private swarm
+	Files          string   `yaml:"files"`              // files root for the watcher; "" = none
+	Trust          string   `yaml:"trust"`              // open | list
+	AutoTrustLocal bool     `yaml:"auto-trust-local"`   // trust and vouch for local writers
+	Replicate      string   `yaml:"replicate"`          // all | interest
+	Profile        string   `yaml:"profile"`            // home | bootstrap
+	MDNS           bool     `yaml:"mdns"`               // LAN discovery
+	MaxConns       int      `yaml:"max-conns"`          // connection manager high water
+	Relays         []string `yaml:"relays"`             // static relays for a home behind NAT
+	PortMap        bool     `yaml:"port-map"`           // ask the router for a port mapping
+	LogLevel       string   `yaml:"log-level"`          // debug | info | warn | error
+	LogFormat      string   `yaml:"log-format"`         // text | json
 }
 
 // DefaultListen are the swarm's listen addresses unless told otherwise.
@@ -86,6 +87,8 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.CacheDB }},
 	{name: "http", env: []string{"META_CORE_HTTP_PORT", "METANODE_HTTP"}, usage: "HTTP API listen address",
 		field: func(c *Config) any { return &c.HTTP }, check: checkHTTP},
+	{name: "http-allowed-hosts", env: []string{"METANODE_HTTP_ALLOWED_HOSTS"}, usage: "host names besides localhost the API answers to and whose web pages may write: a reverse proxy's or a container's name (repeatable)",
+		field: func(c *Config) any { return &c.HTTPAllowed }, check: checkHostNames},
 	{name: "listen", env: []string{"METANODE_LISTEN"}, usage: "swarm listen multiaddr (repeatable)",
 		field: func(c *Config) any { return &c.Listen }, check: checkListen},
 	{name: "bootstrap", env: []string{"METANODE_BOOTSTRAP"}, usage: "peer to join through, a multiaddr ending in /p2p/<peerId> (repeatable)",
@@ -534,6 +537,23 @@ func checkHTTP(c *Config) string {
 	return ""
 }
 
+// checkHostNames: names as a browser puts them in Host, without a port
+// or scheme (api.Config.AllowedHosts compares names only).
+func checkHostNames(c *Config) string {
+	for _, h := range c.HTTPAllowed {
+		ok := h != ""
+		for _, r := range h {
+			if !(r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				ok = false
+			}
+		}
+		if !ok {
+			return fmt.Sprintf("%q: want a host name without scheme or port, e.g. metanode or media.example.org", h)
+		}
+	}
+	return ""
+}
+
 func checkListen(c *Config) string {
 	if len(c.Listen) == 0 {
 		return "give at least one multiaddr, e.g. /ip4/0.0.0.0/tcp/4001"
@@ -626,6 +646,7 @@ func (c *Config) NodeConfig() node.Config {
 		TruthPath:    c.TruthDB,
 		CachePath:    c.CacheDB,
 		HTTPAddr:     c.HTTP,
+		HTTPAllowed:  c.HTTPAllowed,
 		Listen:       c.Listen,
 		Bootstrap:    c.Bootstrap,
 		SwarmName:    c.Swarm,

@@ -232,6 +232,8 @@ func TestLoadConfig_Errors(t *testing.T) {
 		{name: "http", yaml: "http: nine-thousand\n", field: "http"},
 		{name: "http port", env: map[string]string{"META_CORE_HTTP_PORT": "99999"}, field: "http"},
 		{name: "listen", flags: map[string][]string{"listen": {"tcp://0.0.0.0:4001"}}, field: "listen"},
+		{name: "allowed host with a port", env: map[string]string{"METANODE_HTTP_ALLOWED_HOSTS": "metanode:9000"}, field: "http-allowed-hosts"},
+		{name: "allowed host as a URL", yaml: "http-allowed-hosts: [http://media.example.org]\n", field: "http-allowed-hosts"},
 		{name: "no listen", yaml: "listen: []\n", field: "listen"},
 		{name: "bootstrap without peer", yaml: "bootstrap: [/ip4/1.2.3.4/tcp/4001]\n", field: "bootstrap"},
 		{name: "swarm name", yaml: "swarm: a/b\n", field: "swarm"},
@@ -410,6 +412,9 @@ func TestServeFlags(t *testing.T) {
 		}},
 		{[]string{"--profile", "bootstrap", "--max-conns", "7"}, func(c Config) bool {
 			return c.Profile == "bootstrap" && c.Trust == "open" && c.MaxConns == 7 && c.NodeConfig().Public
+		}},
+		{[]string{"--http-allowed-hosts", "metanode", "--http-allowed-hosts=media.example.org"}, func(c Config) bool {
+			return slices.Equal(c.NodeConfig().HTTPAllowed, []string{"metanode", "media.example.org"})
 		}},
 		{[]string{"--http", "127.0.0.1:0", "--files", "~/media"}, func(c Config) bool {
 			return c.HTTP == "127.0.0.1:0" && c.Files == filepath.Join(home, "media")
