@@ -481,10 +481,20 @@ func (w *writer) runClear(r *request) {
 	w.syncPending = nil // changes of claims that are gone now
 	w.applySyncOps(b)
 
+	endLive := false
 	err = func() error {
 		if err := w.c.exec("BEGIN IMMEDIATE"); err != nil {
 			return err
 		}
+		// Consumers hold the merged keys: each gets a del event, as
+		// upstream's keyspace notifications sent for its wiped keys. More
+		// than the stream retains could not be replayed anyway: then live
+		// streams end instead and reconnect into the gap.
+		keys, err := w.mergedKeys(w.s.cfg.EventRetention)
+		if err != nil {
+			return err
+		}
+		endLive = keys == nil
 		for _, q := range []string{
 			`DELETE FROM kv WHERE NOT (k >= 'meta:' AND k < 'meta;') AND NOT (k >= 'evhwm:' AND k < 'evhwm;')`,
 			`DELETE FROM fts`, `DELETE FROM claim_by_pid`, `DELETE FROM local_file`,
@@ -506,6 +516,16 @@ func (w *writer) runClear(r *request) {
 				return err
 			}
 		}
+		for _, k := range keys {
+			if err := w.emitMeta(b, "del", k); err != nil {
+				return err
+			}
+		}
+		// The files stream starts over, as after a watcher reset: consumers
+		// drop their file lists, and the watcher adds what is on disk.
+		if err := w.emit(b, StreamFiles, "reset", fileEventData("reset", "", "", "", "", b.nowMS)); err != nil {
+			return err
+		}
 		return w.finishCache(b)
 	}()
 	if err != nil {
@@ -515,9 +535,38 @@ func (w *writer) runClear(r *request) {
 		reply([]*request{r}, fmt.Errorf("%w: clear: %v", ErrUnavailable, err))
 		return
 	}
+	s.hub.publish(b.events)
+	if endLive {
+		s.hub.endLive(StreamMeta)
+	}
 	w.publishStats()
 	if len(old.vouches) > 0 {
 		s.signalTrust()
 	}
 	reply([]*request{r}, nil)
+}
+
+// mergedKeys lists the merged keys (file:<rid>/<field>) in the cache, or
+// nil when there are more than limit.
+func (w *writer) mergedKeys(limit int) ([]string, error) {
+	keys := []string{}
+	err := w.c.queryOnce(`SELECT k FROM kv WHERE k >= 'file:' AND k < 'file;' ORDER BY k LIMIT ?`, func(d []driver.Value) error {
+		keys = append(keys, asString(d[0]))
+		return nil
+	}, int64(limit)+1)
+	if err != nil || len(keys) > limit {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// endLive ends every live subscription of a stream as too slow, so that
+// its consumer reconnects with its last id and gets the stream's Gap
+// (pumped ones end by the horizon already).
+func (h *hub) endLive(st Stream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sub := range h.subs[st] {
+		h.dropLocked(sub, ErrSlowConsumer)
+	}
 }

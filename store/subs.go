@@ -269,6 +269,7 @@ func (s *Store) Subscribe(stream Stream, after string) (*Subscription, error) {
 			if err != nil {
 				return nil, fmt.Errorf("subscribe: %w", err)
 			}
+			sub.Gap.ResumeFrom = hz // nothing since the marker: resume after it
 			if len(evs) > 0 {
 				sub.Gap.ResumeFrom = evs[0].ID
 			}
