@@ -625,7 +625,7 @@ func (sub *submitter) store(ctx context.Context, batch []store.Claim) error {
 			// New to this node: only these count as received (and start
 			// the cascade); a claim held already, or superseded, is not.
 			sub.accepted.Add(1)
-		case r.Outcome != store.Rejected:
+		case r.Outcome != store.Rejected: // held already or superseded: neutral
 		case errors.Is(r.Err, ErrNotInterested):
 			// Neutral: the peer sent what we asked for; the filter is ours.
 			sub.uninterested.Add(1)
