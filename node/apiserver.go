@@ -11,7 +11,7 @@ import (
 func (n *Node) openAPI(ctx context.Context) error {
 	srv := api.NewServer(api.Config{
 		Addr:         n.cfg.HTTPAddr,
-		Store:        n.store,
+		Store:        n.apiStore(), // n.store; a clear also resyncs the watcher
 		Node:         n,
 		FilesRoot:    n.cfg.FilesRoot,
 		AllowedHosts: n.cfg.HTTPAllowed,

@@ -28,6 +28,32 @@ func (n *Node) openWatcher(ctx context.Context) error {
 	return nil
 }
 
+// apiStore is the store as the api uses it. With a watcher, a clear also
+// resyncs the watcher: it wipes local_file, and the files still on disk
+// must be added again, or tuples, GET /file/{cid} and register disagree
+// with the disk until a restart.
+func (n *Node) apiStore() api.Store {
+	if n.watcher == nil {
+		return n.store
+	}
+	return clearingStore{n.store, n}
+}
+
+type clearingStore struct {
+	*store.Store
+	n *Node
+}
+
+func (c clearingStore) Clear(ctx context.Context) (int, error) {
+	cleared, err := c.Store.Clear(ctx)
+	if err == nil {
+		if rerr := c.n.watcher.Resync(context.WithoutCancel(ctx)); rerr != nil {
+			c.n.log.Warn("clear: the watcher will re-add the files at its next rescan", "err", rerr)
+		}
+	}
+	return cleared, err
+}
+
 func (n *Node) watcherHealth() string {
 	if n.watcher == nil {
 		return "off"

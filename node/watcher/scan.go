@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -124,6 +125,9 @@ func (w *Watcher) scan(ctx context.Context, kind string) (err error) {
 		w.log.Info("dropped watches of vanished directories; rescanning to watch their new names", "dirs", n)
 		w.requestRescan()
 	}
+	w.mu.Lock()
+	w.view.hint = nil // the walk has seen every file it could vouch for
+	w.mu.Unlock()
 	w.scans.Add(1)
 	w.log.Info(kind+" done", "files", p.seen.Load(), "hashed", p.hashed.Load(), "bytes", p.bytes.Load(),
 		"vanished", p.vanished, "unreadable", len(unreadable), "elapsed", time.Since(p.start).Round(time.Millisecond))
@@ -211,8 +215,23 @@ func (w *Watcher) load(ctx context.Context) error {
 	default:
 		defer close(w.loaded)
 	}
+	// What the old view knew still says which cid a file of that size and
+	// mtime has: after a reset behind its back (Resync), the next scan
+	// adds the files again without hashing them.
+	old := w.view
 	w.view = newView()
 	w.view.loaded = true
+	w.view.seq, w.view.active = old.seq, old.active // settles in flight keep their tickets
+	if old.loaded {
+		w.view.hint = old.hint
+		if w.view.hint == nil {
+			w.view.hint = map[string]entry{}
+		}
+		maps.Copy(w.view.hint, old.known)
+		for rel, g := range old.gone {
+			w.view.hint[rel] = g.entry
+		}
+	}
 	var stray []string
 	for _, r := range rows {
 		rel, ok := w.relOf(r.Path)

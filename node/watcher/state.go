@@ -57,7 +57,11 @@ type view struct {
 	gone   map[string]vanished // rel → vanished row, not yet deleted in the store
 	byKey  map[statKey][]string
 	loaded bool // known was read from the store
-	dirty  bool // a commit failed: reload from the store at the next scan
+	// hint is what a view replaced by a reload knew (path → row), until
+	// the next scan ends: a file still matching its size and mtime is
+	// added again with that cid, unhashed.
+	hint  map[string]entry
+	dirty bool // a commit failed: reload from the store at the next scan
 
 	// Settles hash outside the lock, so a scan's result can arrive after
 	// the event loop has seen the file change again or vanish. Every
@@ -192,6 +196,11 @@ func (w *Watcher) classifyLocked(files []fileStat, t uint64) (ups []store.FileUp
 			g, _ := v.unGone(old)
 			v.decided[old] = t
 			ups = append(ups, w.renameUpdate(old, f.rel, g.entry))
+			continue
+		}
+		if h, ok := v.hint[f.rel]; ok && h.same(f) {
+			delete(v.hint, f.rel)
+			ups = append(ups, w.fileUpdate(store.FileAdd, f.rel, h))
 			continue
 		}
 		need = append(need, f)

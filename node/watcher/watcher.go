@@ -211,6 +211,24 @@ func (w *Watcher) Close() error {
 	return err
 }
 
+// Resync reloads the rows from the store and rescans the root in the
+// background: for when the rows were changed behind the watcher's back
+// (POST /api/metadata/clear wipes local_file). Files whose size and mtime
+// still match what the watcher knew are added again without hashing.
+func (w *Watcher) Resync(ctx context.Context) error {
+	if !w.live() {
+		return ErrClosed
+	}
+	defer w.requestRescan()
+	if err := w.load(ctx); err != nil {
+		w.mu.Lock()
+		w.view.dirty = true // the rescan reloads
+		w.mu.Unlock()
+		return fmt.Errorf("resync: %w", err)
+	}
+	return nil
+}
+
 // live reports whether Open succeeded and Close has not begun.
 func (w *Watcher) live() bool {
 	return w.ctx != nil && w.ctx.Err() == nil
