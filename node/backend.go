@@ -324,7 +324,8 @@ func (n *Node) vouchesFor(ctx context.Context, uid string) (bool, error) {
 }
 
 // Health reports each part's state; the node is degraded when its store
-// cannot answer, or when its swarm cannot share at all (swarmCheck).
+// cannot answer, when its swarm cannot share at all (swarmCheck), or when
+// the watcher's files root is missing.
 func (n *Node) Health(ctx context.Context) api.Health {
 	h := api.Health{Status: "ok", Checks: map[string]string{}}
 	if _, err := n.store.Stats(ctx); err != nil {
@@ -344,7 +345,11 @@ func (n *Node) Health(ctx context.Context) api.Health {
 	if degraded {
 		h.Status = "degraded"
 	}
-	h.Checks["watcher"] = n.watcherHealth()
+	check, degraded = n.watcherHealth()
+	h.Checks["watcher"] = check
+	if degraded {
+		h.Status = "degraded"
+	}
 	return h
 }
 

@@ -54,15 +54,20 @@ func (c clearingStore) Clear(ctx context.Context) (int, error) {
 	return cleared, err
 }
 
-func (n *Node) watcherHealth() string {
+// watcherHealth is the watcher's health line; degraded while the files
+// root is missing (moved away or deleted: nothing is indexed).
+func (n *Node) watcherHealth() (check string, degraded bool) {
 	if n.watcher == nil {
-		return "off"
+		return "off", false
+	}
+	if err := n.watcher.Health(); err != nil {
+		return err.Error(), true
 	}
 	select {
 	case <-n.watcher.Ready():
-		return "ok"
+		return "ok", false
 	default:
-		return "scanning"
+		return "scanning", false
 	}
 }
 

@@ -95,13 +95,14 @@ func (w *Watcher) absOf(rel string) string {
 // refuses to leave the root; this also refuses links that stay inside, so a
 // file is only ever known under its real path.
 func (w *Watcher) lstat(rel string) (fs.FileInfo, error) {
+	root := w.rootFS()
 	if rel == "." {
-		return w.root.Lstat(".")
+		return root.Lstat(".")
 	}
 	parts := strings.Split(rel, "/")
 	for i := 1; i < len(parts); i++ {
 		dir := filepath.FromSlash(strings.Join(parts[:i], "/"))
-		fi, err := w.root.Lstat(dir)
+		fi, err := root.Lstat(dir)
 		if err != nil {
 			return nil, err
 		}
@@ -109,7 +110,7 @@ func (w *Watcher) lstat(rel string) (fs.FileInfo, error) {
 			return nil, fmt.Errorf("%s: %w", rel, errLinked)
 		}
 	}
-	return w.root.Lstat(filepath.FromSlash(rel))
+	return root.Lstat(filepath.FromSlash(rel))
 }
 
 // gone reports whether an lstat error means the file is no longer there.
@@ -130,7 +131,7 @@ func (w *Watcher) hashFile(rel string) (hashedFile, error) {
 	// Non-blocking: a named pipe swapped in after the lstat would
 	// otherwise hold this worker (and Close) until a writer came; the
 	// SameFile check below refuses it. Regular files read the same.
-	f, err := w.root.OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := w.rootFS().OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return hashedFile{}, err
 	}
@@ -244,7 +245,7 @@ func (w *Watcher) dropWatches(dir string) bool {
 	_, was := w.watch.dirs[dir]
 	prefix := dir + "/"
 	for d := range w.watch.dirs {
-		if d == dir || strings.HasPrefix(d, prefix) {
+		if d == dir || dir == "." || strings.HasPrefix(d, prefix) {
 			_ = w.fsw.Remove(w.absOf(d)) // usually gone already
 			delete(w.watch.dirs, d)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
 	"slices"
 	"time"
 
@@ -89,9 +90,14 @@ func (w *Watcher) note(ev fsnotify.Event, pending map[string]pend) {
 	}
 	if rel == "." {
 		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+			// The scanner's checkRoot reports it and waits for it.
 			w.log.Warn("files root removed or moved", "root", w.rootAbs)
+			w.requestRescan()
 		}
 		return
+	}
+	if w.rootLost.Load() {
+		return // the rescan when the root is back catches up
 	}
 	if ignoredRel(rel) {
 		return
@@ -119,6 +125,14 @@ func (w *Watcher) nextWake(pending map[string]pend) (time.Time, bool) {
 // for a rename partner is over.
 func (w *Watcher) flush(ctx context.Context, pending map[string]pend) {
 	now := time.Now()
+	// A deleted root sends no event of its own while the watcher holds it
+	// open (the kernel keeps the directory until the handle is closed):
+	// one stat per flush notices it after the events of what was in it.
+	if !w.rootLost.Load() {
+		if _, err := os.Stat(w.rootAbs); err != nil {
+			w.requestRescan() // the scanner's checkRoot reports it
+		}
+	}
 	var due []string
 	for rel, p := range pending {
 		if !p.deadline.After(now) {

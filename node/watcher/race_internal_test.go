@@ -26,7 +26,7 @@ func raceWatcher(t *testing.T, root string) (*Watcher, *rowStore) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
-	w.root = r
+	w.root.Store(r)
 	return w, st
 }
 

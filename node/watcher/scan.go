@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -43,14 +44,24 @@ func (w *Watcher) runScanner(ctx context.Context) error {
 		defer t.Stop()
 		tick = t.C
 	}
+	// While the root is missing, look for it every rootPoll (a bounded
+	// stat) and rescan as soon as it is back.
+	poll := time.NewTimer(time.Hour)
+	poll.Stop()
+	defer poll.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick:
 		case <-w.rescanCh:
+		case <-poll.C:
 		}
-		if err := w.scan(ctx, "rescan"); err != nil && ctx.Err() == nil {
+		err := w.scan(ctx, "rescan")
+		switch {
+		case errors.Is(err, ErrRootMissing):
+			poll.Reset(w.rootPoll()) // reported by Health and logged once
+		case err != nil && ctx.Err() == nil:
 			w.log.Warn("rescan", "err", err)
 		}
 	}
@@ -71,6 +82,9 @@ func (w *Watcher) scan(ctx context.Context, kind string) (err error) {
 				"hashed", p.hashed.Load(), "elapsed", time.Since(p.start).Round(time.Millisecond))
 		}
 	}()
+	if err := w.checkRoot(); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	reload := !w.view.loaded || w.view.dirty
 	w.mu.Unlock()
@@ -320,7 +334,7 @@ func (w *Watcher) readDir(rel string) ([]fs.DirEntry, error) {
 		return nil, fmt.Errorf("%s: %w", rel, errLinked)
 	}
 	w.addWatch(rel)
-	f, err := w.root.Open(filepath.FromSlash(rel))
+	f, err := w.rootFS().Open(filepath.FromSlash(rel))
 	if err != nil {
 		return nil, err
 	}

@@ -82,8 +82,10 @@ type Watcher struct {
 	cfg Config
 	log *slog.Logger
 
-	// Set by Open, read-only afterwards.
-	root     *os.Root
+	// Set by Open, read-only afterwards (root: replaced by the scanner when
+	// the root directory was replaced, see checkRoot).
+	root     atomic.Pointer[os.Root]
+	rootLost atomic.Bool // the root path is missing: Health reports it
 	rootAbs  string // cleaned absolute root, the prefix of every LocalFile.Path
 	fsw      *fsnotify.Watcher
 	ctx      context.Context
@@ -159,11 +161,13 @@ func (w *Watcher) Open(ctx context.Context) (err error) {
 	if !st.IsDir() {
 		return fmt.Errorf("open watcher: files root %s is not a directory: %w", abs, store.ErrBadPath)
 	}
-	if w.root, err = os.OpenRoot(abs); err != nil {
+	root, err := os.OpenRoot(abs)
+	if err != nil {
 		return fmt.Errorf("open watcher: files root: %w", err)
 	}
+	w.root.Store(root)
 	if w.fsw, err = fsnotify.NewWatcher(); err != nil {
-		w.root.Close()
+		root.Close()
 		return fmt.Errorf("open watcher: fsnotify: %w", err)
 	}
 	// The root's own watch is added by the first scan, like every other
@@ -205,7 +209,7 @@ func (w *Watcher) Close() error {
 		if !w.opened.CompareAndSwap(false, true) && w.cancel != nil {
 			w.cancel(ErrClosed)
 			err = w.g.Wait()
-			err = errors.Join(err, w.fsw.Close(), w.root.Close())
+			err = errors.Join(err, w.fsw.Close(), w.rootFS().Close())
 		}
 	})
 	return err
