@@ -485,11 +485,11 @@ func (l *lookup) ask(ctx context.Context, wg *sync.WaitGroup, ai peer.AddrInfo, 
 		if err != nil || n == 0 {
 			return
 		}
-		if provider {
-			s.counters.dhtFound.Add(1)
-		}
 		select {
 		case l.found <- n:
+			if provider {
+				s.counters.dhtFound.Add(1)
+			}
 		default: // another peer answered first
 		}
 	})
