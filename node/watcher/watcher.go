@@ -86,7 +86,7 @@ type Watcher struct {
 	// the root directory was replaced, see checkRoot).
 	root     atomic.Pointer[os.Root]
 	rootLost atomic.Bool // the root path is missing: Health reports it
-	rootAbs  string // cleaned absolute root, the prefix of every LocalFile.Path
+	rootAbs  string      // cleaned absolute root, the prefix of every LocalFile.Path
 	fsw      *fsnotify.Watcher
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
