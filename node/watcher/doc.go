@@ -21,6 +21,9 @@
 // same mutex. Hashing happens outside the mutex, so each settle takes a
 // ticket before it looks at the disk and every decision about a path
 // records its ticket: a result older than the path's last decision (the
-// file changed or vanished again meanwhile) is dropped. Close cancels,
-// waits for both goroutines, then closes fsnotify and the root.
+// file changed or vanished again meanwhile) is dropped. The scanner checks
+// the root path before each scan and alone replaces the root handle (an
+// atomic pointer) when the root was deleted and made again; while the path
+// is missing it polls it and Health reports it. Close cancels, waits for
+// both goroutines, then closes fsnotify and the root.
 package watcher
