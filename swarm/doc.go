@@ -14,8 +14,12 @@
 // topic-events watcher (hands each peer that joins the topic to the
 // scheduler, for the sync 2 s after a join), the
 // sync scheduler (owns the sync sessions it starts, at most a few at a
-// time), the DHT provider (rate-bounded), the bootstrap redialer and the
-// connector (mDNS peers, redials of LAN peers that dropped, blocked peers). libp2p runs the stream handlers
+// time), the DHT provider (rate-bounded), the bootstrap redialer, the
+// connector (redials of LAN peers that dropped; mDNS peers dialed at most
+// 4 at a time on goroutines it waits for) and the kicker it starts, which
+// disconnects blocked peers at once, never behind a dial. Lookups ask
+// providers and connected peers on a few goroutines each waits for.
+// libp2p runs the stream handlers
 // (inbound sync sessions, bounded in all, per peer and in time, see
 // guard.go; fetch and pair requests, bounded in time) and the topic
 // validator on its own goroutines;
