@@ -111,7 +111,7 @@ func (s *interestStore) Submit(ctx context.Context, claims []store.Claim, opt st
 			ok = has
 			known[c.CID] = ok
 		}
-		if ok || strings.HasPrefix(c.Key, store.VouchPrefix) {
+		if ok || vouchOnOwnCID(c) {
 			keep = append(keep, *c)
 			idx = append(idx, i)
 		}
@@ -131,4 +131,16 @@ func (s *interestStore) Submit(ctx context.Context, claims []store.Claim, opt st
 		res[i] = kept[j]
 	}
 	return res, nil
+}
+
+// vouchOnOwnCID: a vouch on its signer's own peer-id cid, the one place a
+// vouch counts. A vouch/ key on any other cid is not kept for its key: it
+// would make an interest node hold, and follow, any cid a trusted signer
+// names.
+func vouchOnOwnCID(c *store.Claim) bool {
+	if !strings.HasPrefix(c.Key, store.VouchPrefix) {
+		return false
+	}
+	pc, err := store.PeerIDCID(c.UID)
+	return err == nil && pc == c.CID
 }

@@ -48,6 +48,7 @@ func TestInterestStore(t *testing.T) {
 		s.Text(unknown, "title", "dropped", ts),
 		s.Text(known, "year", "1995", ts),
 		s.Text(peerCID, store.VouchPrefix+s.UID(), "true", ts),
+		s.Text(unknown, store.VouchPrefix+s.UID(), "true", ts), // a vouch key elsewhere counts for nothing
 	}
 	res, err := is.Submit(ctx, batch, store.SubmitOptions{Origin: store.OriginPeer})
 	if err != nil {
@@ -62,8 +63,11 @@ func TestInterestStore(t *testing.T) {
 	if res[1].Outcome != store.Accepted || !res[2].Stored {
 		t.Fatalf("known cid %+v, vouch %+v: want both stored", res[1], res[2])
 	}
+	if res[3].Outcome != store.Rejected || !errors.Is(res[3].Err, ErrNotInterested) {
+		t.Fatalf("a vouch key on an unknown cid that is not its signer's: %+v", res[3])
+	}
 	if has, _ := st.HasCID(ctx, unknown); has {
-		t.Fatal("the dropped claim's cid is known to the store")
+		t.Fatal("the dropped claims' cid is known to the store")
 	}
 	res, err = is.Submit(ctx, []store.Claim{s.Text(fetched, "title", "looked up", ts)}, store.SubmitOptions{Origin: store.OriginFetch})
 	if err != nil || res[0].Outcome != store.Accepted {
