@@ -233,7 +233,18 @@ func (s *Swarm) recordSync(st SyncStats) {
 		s.log.Debug("sync session failed", "peer", st.Peer, "initiator", st.Initiator, "err", st.Err)
 		return
 	}
+	if st.ClaimsRecvd >= catchUpLogMin {
+		// A catch-up (back from an absence, a new trust): the owner
+		// sees it at the default level; everyday sessions stay at debug.
+		s.log.Info("caught up from a peer", "peer", st.Peer, "new_claims", st.ClaimsRecvd,
+			"bytes_in", st.BytesRecvd, "took", st.Duration.Round(time.Millisecond))
+		return
+	}
 	s.log.Debug("sync session", "peer", st.Peer, "initiator", st.Initiator, "round_trips", st.RoundTrips,
 		"sent", st.ClaimsSent, "received", st.ClaimsMoved, "bytes_out", st.BytesSent, "bytes_in", st.BytesRecvd,
 		"took", st.Duration)
 }
+
+// catchUpLogMin is how many new claims make a sync session worth a line
+// at info level.
+const catchUpLogMin = 1000

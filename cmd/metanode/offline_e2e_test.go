@@ -59,6 +59,8 @@ func TestE2E_OfflineHomeCatchesUp(t *testing.T) {
 	}
 	last := claims[len(claims)-1]
 	waitField(t, srvB.url, last.CID, last.Key, string(last.Value))
+	// The owner sees the catch-up at the default log level.
+	waitLog(t, srvB, "caught up from a peer")
 	srvB.stop(t)
 	srvA.stop(t)
 }
