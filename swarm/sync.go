@@ -389,7 +389,12 @@ func (ss *session) submit(ctx context.Context, batch []store.Claim) error {
 
 // sendTurn writes one turn: the claims the peer asked for and the ones it
 // lacks, our wants, our ranges, END.
-func (ss *session) sendTurn(ctx context.Context, h *hello, plan turnPlan, peerWants []shortID) error {
+func (ss *session) sendTurn(ctx context.Context, h *hello, plan turnPlan, peerWants []shortID) (err error) {
+	defer func() {
+		if errors.Is(err, errAskedTooMuch) {
+			err = ss.violation(err)
+		}
+	}()
 	w := func(frame []byte) error {
 		ss.guard.progress(ss.work())
 		_ = ss.stream.SetWriteDeadline(time.Now().Add(ss.s.sessionLimits.idle))
@@ -402,7 +407,7 @@ func (ss *session) sendTurn(ctx context.Context, h *hello, plan turnPlan, peerWa
 			return fmt.Errorf("write sync frame: %w", err)
 		}
 	}
-	cw := claimWriter{write: w, stats: &ss.stats}
+	cw := claimWriter{write: w, stats: &ss.stats, limit: int64(2*ss.rec.view.set.Len() + resendSlack)}
 	if ss.rec.push {
 		// Each claim once, however often the peer asked for it (wants
 		// repeat across WANT frames) or we found it lacking.
@@ -500,7 +505,16 @@ type claimWriter struct {
 	write func([]byte) error
 	stats *SyncStats
 	cf    claimsFrame
+	limit int64 // claims one session may send: see resendSlack
 }
+
+// resendSlack: a session sends each claim it holds at most once, give or
+// take the claims written while it runs, so one that would send more than
+// twice the set (plus this) is a peer asking for ranges again and again,
+// each time a few bytes for a whole set in return: ended, as a violation.
+const resendSlack = 1024
+
+var errAskedTooMuch = fmt.Errorf("%w: a peer asked for more than twice our claims in one session", errProtocol)
 
 func (cw *claimWriter) add(claims []store.Claim, skip map[shortID]struct{}) error {
 	for i := range claims {
@@ -509,6 +523,9 @@ func (cw *claimWriter) add(claims []store.Claim, skip map[shortID]struct{}) erro
 			if _, ok := skip[shortOf(store.SyncItem{TS: c.TS, ID: c.ID()})]; ok {
 				continue
 			}
+		}
+		if cw.limit > 0 && cw.stats.ClaimsSent >= cw.limit {
+			return fmt.Errorf("%w: %d claims sent", errAskedTooMuch, cw.stats.ClaimsSent)
 		}
 		cw.cf.add(c)
 		cw.stats.ClaimsSent++

@@ -1,0 +1,109 @@
+package swarm
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+
+	"github.com/metanode/metanode/store"
+)
+
+// TestSync_RepeatedAsksDoNotMultiplySends: a peer that says "I hold
+// nothing" for the whole set every turn, after being sent all of it, gets
+// the set at most about twice per session, not once per turn (32 times:
+// review 3, U5), and a strike. An honest peer never asks for a range twice.
+func TestSync_RepeatedAsksDoNotMultiplySends(t *testing.T) {
+	mn := mocknet.New()
+	t.Cleanup(func() { _ = mn.Close() })
+	s := mockSwarm(t, mn, 4)
+	w, err := store.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	ts := uint64(time.Now().UnixMilli()) - 60_000
+	claims := make([]store.Claim, n)
+	for i := range claims {
+		claims[i] = w.Text(store.MidhashCID(fmt.Appendf(make([]byte, 0, 32), "%032d", i)), "title", fmt.Sprint(i), ts+uint64(i))
+	}
+	if _, err := s.cfg.Store.Submit(t.Context(), claims, store.SubmitOptions{Origin: store.OriginLocal}); err != nil {
+		t.Fatal(err)
+	}
+	att, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.LinkPeers(att.ID(), s.host.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.ConnectPeers(att.ID(), s.host.ID()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	st, err := att.NewStream(ctx, s.host.ID(), ProtocolSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Reset()
+	fw, fr := newFrameWriter(st), newFrameReader(st)
+	// "Nothing here" below the end, and a count the node cannot match
+	// past it, so the node answers with a range and the session goes on.
+	edge := store.SyncItem{TS: math.MaxUint64 - 1}
+	nothing := encodeRanges([]rangeEntry{
+		{upper: edge, mode: modeFingerprint},
+		{upper: store.MaxSyncItem, mode: modeFingerprint, count: 5, fp: wireFP{1}},
+	})
+	received := 0
+	for turn := range maxTurns / 2 {
+		if turn == 0 {
+			if err := fw.write(appendHello(nil, hello{version: protoVersion})); err != nil {
+				break
+			}
+		}
+		for _, f := range nothing {
+			if err := fw.write(f); err != nil {
+				break
+			}
+		}
+		if err := fw.write([]byte{frameEnd}); err != nil || fw.flush() != nil {
+			break
+		}
+		ended := false
+		for !ended {
+			f, err := fr.next()
+			if err != nil {
+				ended = true
+				turn = maxTurns
+				break
+			}
+			switch f[0] {
+			case frameClaims:
+				cs, err := decodeClaims(f[1:], 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				received += len(cs)
+			case frameEnd:
+				ended = true
+			}
+		}
+		if turn >= maxTurns {
+			break
+		}
+	}
+	t.Logf("a peer asking for the whole set of %d claims every turn was sent %d", n, received)
+	if received < n {
+		t.Fatalf("the set was not sent even once (%d of %d)", received, n)
+	}
+	if received > 2*n+resendSlack {
+		t.Fatalf("a peer asking for the whole set of %d claims every turn was sent %d claims in one session", n, received)
+	}
+	if !s.Struck(att.ID()) {
+		t.Fatal("the peer was not held to account")
+	}
+}
