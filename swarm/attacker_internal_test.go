@@ -51,3 +51,20 @@ func newGossipAttacker(t *testing.T, mn mocknet.Mocknet, victim peer.ID, topicNa
 	}
 	return bad, topic
 }
+
+// connectedPeer is a bare host on mn, linked and connected to victim: a
+// peer that speaks the protocols by hand.
+func connectedPeer(t *testing.T, mn mocknet.Mocknet, victim peer.ID) host.Host {
+	t.Helper()
+	h, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.LinkPeers(h.ID(), victim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.ConnectPeers(h.ID(), victim); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

@@ -16,16 +16,7 @@ func TestSync_BlockedPeerRefused(t *testing.T) {
 	mn := mocknet.New()
 	t.Cleanup(func() { _ = mn.Close() })
 	s := mockSwarm(t, mn, 3)
-	att, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.LinkPeers(att.ID(), s.host.ID()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.ConnectPeers(att.ID(), s.host.ID()); err != nil {
-		t.Fatal(err)
-	}
+	att := connectedPeer(t, mn, s.host.ID())
 	// One turn, HELLO and END: a peer in good standing gets the
 	// responder's HELLO back.
 	session := func() error {

@@ -198,16 +198,7 @@ func TestPeers_BlockedPeerRefusedByHandlers(t *testing.T) {
 	if _, err := s.cfg.Store.Submit(t.Context(), claims, store.SubmitOptions{Origin: store.OriginLocal}); err != nil {
 		t.Fatal(err)
 	}
-	att, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.LinkPeers(att.ID(), s.host.ID()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.ConnectPeers(att.ID(), s.host.ID()); err != nil {
-		t.Fatal(err)
-	}
+	att := connectedPeer(t, mn, s.host.ID())
 	ask := func(proto protocol.ID, req []byte) error {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()

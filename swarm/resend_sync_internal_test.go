@@ -33,16 +33,7 @@ func TestSync_RepeatedAsksDoNotMultiplySends(t *testing.T) {
 	if _, err := s.cfg.Store.Submit(t.Context(), claims, store.SubmitOptions{Origin: store.OriginLocal}); err != nil {
 		t.Fatal(err)
 	}
-	att, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.LinkPeers(att.ID(), s.host.ID()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.ConnectPeers(att.ID(), s.host.ID()); err != nil {
-		t.Fatal(err)
-	}
+	att := connectedPeer(t, mn, s.host.ID())
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	st, err := att.NewStream(ctx, s.host.ID(), ProtocolSync)
