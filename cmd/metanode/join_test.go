@@ -177,15 +177,9 @@ func TestRun_JoinPrivateSwarm(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	inviter := node.New(node.Config{DataDir: filepath.Join(dir, "a"), HTTPAddr: "127.0.0.1:0",
-		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, SwarmName: "family", SwarmKeyPath: keyFile,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	inviter := openInviter(t, dir, keyFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := inviter.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer inviter.Close()
 	inv, err := inviter.Invite(ctx, time.Hour)
 	if err != nil || !inv.Private || inv.Swarm != "family" {
 		t.Fatalf("invite %+v: %v", inv, err)
@@ -233,34 +227,10 @@ func TestRun_JoinPrivateSwarm(t *testing.T) {
 	}
 
 	b := filepath.Join(dir, "b")
-	stderr := &lockedBuffer{}
-	stdout := &lockedBuffer{}
-	c := &cli{stdin: strings.NewReader(""), stdout: stdout, stderr: stderr, getenv: envMap(env)}
-	joinCtx, stop := context.WithCancel(ctx)
-	done := make(chan int, 1)
-	go func() {
-		done <- c.run(joinCtx, joinArgs(b))
-	}()
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(stderr.String(), "joining: done") {
-		select {
-		case code := <-done:
-			t.Fatalf("join exited %d before pairing:\n%s", code, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			stop()
-			t.Fatalf("join did not finish within a minute:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stop()
-	if code := <-done; code != 0 {
-		t.Fatalf("join exit %d after its context ended:\n%s", code, stderr.String())
-	}
+	stdout, _ := joinUntilDone(t, ctx, env, joinArgs(b), false)
 
-	if stdout.String() != "" {
-		t.Errorf("join wrote to stdout: %q", stdout.String())
+	if stdout != "" {
+		t.Errorf("join wrote to stdout: %q", stdout)
 	}
 	if got, err := os.ReadFile(filepath.Join(b, node.SwarmKeyFile)); err != nil || string(got) != key {
 		t.Fatalf("swarm key in the joiner's data dir: %q, %v", got, err)
@@ -297,15 +267,9 @@ func TestRun_JoinInterest(t *testing.T) {
 		t.Skip("runs two nodes")
 	}
 	dir := t.TempDir()
-	inviter := node.New(node.Config{DataDir: filepath.Join(dir, "a"), HTTPAddr: "127.0.0.1:0",
-		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, SwarmName: "family",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	inviter := openInviter(t, dir, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := inviter.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer inviter.Close()
 	env := map[string]string{"HOME": dir}
 	signer, err := store.GenerateSigner()
 	if err != nil {
@@ -324,32 +288,9 @@ func TestRun_JoinInterest(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stderr, stdout := &lockedBuffer{}, &lockedBuffer{}
-	c := &cli{stdin: strings.NewReader(""), stdout: stdout, stderr: stderr, getenv: envMap(env)}
-	joinCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan int, 1)
-	go func() {
-		done <- c.run(joinCtx, []string{"join", inv.Code, "--data", filepath.Join(dir, "b"), "--replicate", "interest",
-			"--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"})
-	}()
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(stderr.String(), "joining: done") && !strings.Contains(stderr.String(), "so far") {
-		select {
-		case code := <-done:
-			t.Fatalf("join exited %d before pairing:\n%s", code, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("join did not finish within a minute:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stop()
-	if code := <-done; code != 0 {
-		t.Fatalf("join exit %d:\n%s", code, stderr.String())
-	}
-	if out := stderr.String(); !strings.Contains(out, "joining: done (replicate: interest") || strings.Contains(out, "the rest arrive") {
+	_, stderr := joinUntilDone(t, ctx, env, []string{"join", inv.Code, "--data", filepath.Join(dir, "b"), "--replicate", "interest",
+		"--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"}, true)
+	if out := stderr; !strings.Contains(out, "joining: done (replicate: interest") || strings.Contains(out, "the rest arrive") {
 		t.Fatalf("join progress of an interest node:\n%s", out)
 	}
 }
@@ -358,4 +299,56 @@ func TestRun_JoinInterest(t *testing.T) {
 func testCID(i int) string {
 	d := sha256.Sum256([]byte(fmt.Sprint("test cid ", i)))
 	return store.MidhashCID(d[:])
+}
+
+// openInviter opens a node of swarm "family" on loopback in dir/a (a
+// private swarm when keyFile is set), closed when the test ends.
+func openInviter(t *testing.T, dir, keyFile string) *node.Node {
+	t.Helper()
+	n := node.New(node.Config{DataDir: filepath.Join(dir, "a"), HTTPAddr: "127.0.0.1:0",
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, SwarmName: "family", SwarmKeyPath: keyFile,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := n.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+// joinUntilDone runs `metanode join` in process until it reports that it
+// is done (or, when soFar, that it stopped waiting), stops the node it
+// serves and returns its stdout and stderr; any other end fails the test.
+func joinUntilDone(t *testing.T, ctx context.Context, env map[string]string, args []string, soFar bool) (stdout, stderr string) {
+	t.Helper()
+	errb, outb := &lockedBuffer{}, &lockedBuffer{}
+	c := &cli{stdin: strings.NewReader(""), stdout: outb, stderr: errb, getenv: envMap(env)}
+	joinCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan int, 1)
+	go func() { done <- c.run(joinCtx, args) }()
+	finished := func() bool {
+		s := errb.String()
+		return strings.Contains(s, "joining: done") || soFar && strings.Contains(s, "so far")
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !finished() {
+		select {
+		case code := <-done:
+			t.Fatalf("join exited %d before pairing:\n%s", code, errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			<-done
+			t.Fatalf("join did not finish within a minute:\n%s", errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("join exit %d after its context ended:\n%s", code, errb.String())
+	}
+	return outb.String(), errb.String()
 }

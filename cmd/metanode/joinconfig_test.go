@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -86,15 +84,9 @@ func TestRun_JoinNewConfigFile(t *testing.T) {
 		t.Skip("runs two nodes")
 	}
 	dir := t.TempDir()
-	inviter := node.New(node.Config{DataDir: filepath.Join(dir, "a"), HTTPAddr: "127.0.0.1:0",
-		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, SwarmName: "family",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	inviter := openInviter(t, dir, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := inviter.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer inviter.Close()
 	inv, err := inviter.Invite(ctx, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -120,32 +112,9 @@ func TestRun_JoinNewConfigFile(t *testing.T) {
 	}
 
 	conf := filepath.Join(dir, "etc", "metanode", "b.yml")
-	stderr := &lockedBuffer{}
-	c := &cli{stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr, getenv: envMap(env)}
-	joinCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan int, 1)
-	go func() { done <- c.run(joinCtx, []string{"join", inv.Code, "--data", data, "--config", conf}) }()
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(stderr.String(), "joining: done") {
-		select {
-		case code := <-done:
-			t.Fatalf("join exited %d before pairing:\n%s", code, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			stop()
-			<-done
-			t.Fatalf("join did not finish within a minute:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stop()
-	if code := <-done; code != 0 {
-		t.Fatalf("join exit %d after its context ended:\n%s", code, stderr.String())
-	}
-	if !strings.Contains(stderr.String(), "next time: metanode serve --config "+conf+")") {
-		t.Errorf("hint: %s", stderr.String())
+	_, stderr := joinUntilDone(t, ctx, env, []string{"join", inv.Code, "--data", data, "--config", conf}, false)
+	if !strings.Contains(stderr, "next time: metanode serve --config "+conf+")") {
+		t.Errorf("hint: %s", stderr)
 	}
 	if fi, err := os.Stat(conf); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the config join wrote: %v %v, want mode 0600", fi, err)
