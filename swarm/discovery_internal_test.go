@@ -182,6 +182,30 @@ func TestRefusedSet_BoundedAndGenerations(t *testing.T) {
 	}
 }
 
+// The snapshot is sorted, taken again only after a change, and always
+// the current set.
+func TestRefusedSet_SnapshotSharedUntilChanged(t *testing.T) {
+	r := newRefusedSet(64)
+	if s := r.snapshot(); len(s) != 0 {
+		t.Fatalf("empty set: %v", s)
+	}
+	for _, ts := range []uint64{5, 1, 3} {
+		r.add(store.SyncItem{TS: ts}, r.generation())
+	}
+	a, b := r.snapshot(), r.snapshot()
+	if len(a) != 3 || a[0].TS != 1 || a[2].TS != 5 || &a[0] != &b[0] {
+		t.Fatalf("snapshots %v %v: want one sorted slice, shared", a, b)
+	}
+	r.add(store.SyncItem{TS: 2}, r.generation())
+	if c := r.snapshot(); len(c) != 4 || c[1].TS != 2 || len(a) != 3 {
+		t.Fatalf("after an add: %v (old %v)", c, a)
+	}
+	r.clear()
+	if c := r.snapshot(); len(c) != 0 {
+		t.Fatalf("after clear: %v", c)
+	}
+}
+
 func TestErrorLog_RecentWithoutRepeats(t *testing.T) {
 	e := newErrorLog()
 	now := time.Now()

@@ -151,6 +151,11 @@ type refusedSet struct {
 	gen   uint64 // bumped by clear: refusals decided before a trust change are dropped
 	items map[store.SyncItem]struct{}
 	order []store.SyncItem
+	// sorted is the last snapshot, shared read-only by the sessions that
+	// took it until the set changes: each session used to clone and sort
+	// up to max items before reading a byte from its peer.
+	sorted []store.SyncItem
+	ver    uint64 // bumped by every change, so a sort done outside the lock is kept only if still current
 }
 
 func newRefusedSet(max int) *refusedSet {
@@ -181,6 +186,8 @@ func (r *refusedSet) add(it store.SyncItem, gen uint64) {
 	}
 	r.items[it] = struct{}{}
 	r.order = append(r.order, it)
+	r.sorted = nil
+	r.ver++
 }
 
 func (r *refusedSet) clear() {
@@ -188,6 +195,8 @@ func (r *refusedSet) clear() {
 	defer r.mu.Unlock()
 	clear(r.items)
 	r.order = nil
+	r.sorted = nil
+	r.ver++
 	r.gen++
 }
 
@@ -197,12 +206,22 @@ func (r *refusedSet) len() int {
 	return len(r.items)
 }
 
-// snapshot returns the items in (ts, id) order.
+// snapshot returns the items in (ts, id) order. The slice is shared: read
+// it, never write it.
 func (r *refusedSet) snapshot() []store.SyncItem {
 	r.mu.Lock()
-	out := slices.Clone(r.order)
+	if r.sorted != nil || len(r.order) == 0 {
+		defer r.mu.Unlock()
+		return r.sorted
+	}
+	out, ver := slices.Clone(r.order), r.ver
 	r.mu.Unlock()
-	slices.SortFunc(out, store.SyncItem.Compare)
+	slices.SortFunc(out, store.SyncItem.Compare) // outside the lock: add does not wait
+	r.mu.Lock()
+	if r.ver == ver {
+		r.sorted = out
+	}
+	r.mu.Unlock()
 	return out
 }
 
