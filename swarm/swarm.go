@@ -196,18 +196,19 @@ type Swarm struct {
 	meshMu sync.Mutex
 	mesh   map[peer.ID]struct{} // our gossipsub mesh on the topic (from the tracer)
 
-	provQueue     provideQueue
-	lan           lanPeers // LAN peers mDNS found and the node reached (lan.go)
-	refused       *refusedSet
-	penalties     *penaltyBox
-	limiter       *keyedLimiter[peer.ID] // new gossip claims per peer
-	signers       *keyedLimiter[string]  // new gossip claims per signer uid
-	sessions      *peerSessions          // inbound sync sessions per peer
-	errs          *errorLog
-	peerStats     *peerStats
-	met           *metrics
-	metRegistered bool
-	counters      counters
+	provQueue         provideQueue
+	lan               lanPeers // LAN peers mDNS found and the node reached (lan.go)
+	refused           *refusedSet
+	refusedPerSession int64 // maxRefusedInSession; tests make it small
+	penalties         *penaltyBox
+	limiter           *keyedLimiter[peer.ID] // new gossip claims per peer
+	signers           *keyedLimiter[string]  // new gossip claims per signer uid
+	sessions          *peerSessions          // inbound sync sessions per peer
+	errs              *errorLog
+	peerStats         *peerStats
+	met               *metrics
+	metRegistered     bool
+	counters          counters
 }
 
 // New returns an unopened swarm; it does no I/O.
@@ -261,6 +262,7 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	s.inbound = semaphore.NewWeighted(maxInboundSyncs)
 	s.fetchServes = semaphore.NewWeighted(maxFetchServes)
 	s.refused = newRefusedSet(maxRefused)
+	s.refusedPerSession = maxRefusedInSession
 	s.penalties = newPenaltyBox(s.cfg.BlockFor)
 	s.limiter = newPeerLimiter(s.cfg.GossipRate)
 	s.signers = newKeyedLimiter[string](s.cfg.SignerRate, maxSignerBuckets)
