@@ -18,12 +18,12 @@ import (
 //   - Host: on a loopback listener, a Host that is not a loopback name or
 //     literal is refused (DNS rebinding: a page whose own name now
 //     resolves to 127.0.0.1 would otherwise read the answers).
-//   - Origin: a write carrying an Origin that is neither loopback nor the
-//     request's own host is refused (a page on another site).
-//   - Content-Type: a write's body is application/json or untyped; the
-//     three types a page can send without a CORS preflight (text/plain,
-//     form, multipart) are refused, so even a page the Origin check missed
-//     must ask first, and the preflight names no foreign origin for it.
+//   - Origin: a write carrying an Origin that is neither loopback, nor an
+//     allowed host, nor the very address the request went to is refused (a
+//     page on another site, or a rebinding page).
+//   - Content-Type: a browser's write (it has Origin or Sec-Fetch-*) has an
+//     application/json or no body type; the three types a page can send
+//     without a CORS preflight (text/plain, form, multipart) are refused.
 
 // Slugs of the browser checks.
 const (
@@ -38,11 +38,19 @@ const (
 // control.
 func isLoopbackHost(host string) bool {
 	h := hostOnly(host)
-	if strings.EqualFold(h, "localhost") {
+	if strings.EqualFold(strings.TrimSuffix(h, "."), "localhost") { // "localhost." is the same name
 		return true
 	}
 	a, err := netip.ParseAddr(h) // no allocation: this runs on every request
 	return err == nil && a.Unmap().IsLoopback()
+}
+
+// isIPLiteral reports whether host names an address, not a name: a page
+// can be served from an address only by whoever holds it, so an address is
+// never a rebinding vector.
+func isIPLiteral(host string) bool {
+	_, err := netip.ParseAddr(hostOnly(host))
+	return err == nil
 }
 
 // hostOnly strips the port from host[:port] or [ipv6][:port].
@@ -80,7 +88,7 @@ func addrIsLoopback(addr string) bool {
 
 // allowedHost reports whether the Host header may be served.
 func (s *Server) allowedHost(host string) bool {
-	return host == "" || !s.hostCheck.Load() || isLoopbackHost(host) || s.extraHost(host)
+	return host == "" || !s.hostCheck.Load() || isLoopbackHost(host) || isIPLiteral(host) || s.extraHost(host)
 }
 
 // extraHost reports whether host's name is one of Config.AllowedHosts.
@@ -108,7 +116,12 @@ func (s *Server) checkWrite(r *http.Request) error {
 					quote(r.Host) + " itself may write (local services send no Origin)"}
 		}
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	// Only requests a browser may have sent: a page's cross-site POST
+	// always carries Origin (and Sec-Fetch-*). Local scripts that post
+	// JSON without naming it (Python's urllib, Node's fetch of a string,
+	// curl -d) are left alone.
+	browser := r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Sec-Fetch-Mode") != ""
+	if ct := r.Header.Get("Content-Type"); browser && ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
 			return &Error{Status: http.StatusUnsupportedMediaType, Slug: SlugUnsupportedMediaType,
@@ -118,15 +131,18 @@ func (s *Server) checkWrite(r *http.Request) error {
 	return nil
 }
 
-// allowedOrigin: a loopback page, a page on the host the request was sent
-// to (the same origin behind a proxy or in a container network), or one of
-// Config.AllowedHosts. "null" (a sandboxed page, a file) is foreign.
+// allowedOrigin: a loopback page, one of Config.AllowedHosts, or a page on
+// the address the request was sent to. Not a page on the *name* the
+// request was sent to: that is exactly what a rebinding page presents
+// (Origin http://evil.example:9000, Host evil.example:9000) where the Host
+// check is off (a container's 0.0.0.0). "null" (a sandboxed page, a file)
+// is foreign.
 func (s *Server) allowedOrigin(origin, reqHost string) bool {
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
-	return isLoopbackHost(u.Host) || strings.EqualFold(u.Host, reqHost) || s.extraHost(u.Host)
+	return isLoopbackHost(u.Host) || s.extraHost(u.Host) || (isIPLiteral(u.Host) && strings.EqualFold(u.Host, reqHost))
 }
 
 // quote quotes a header value for a message, cut to a readable length.

@@ -146,23 +146,38 @@ func (e *env) rawReqNoCT(method, path, body string, hdr ...string) answer {
 	return answer{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-// The types a page may send without a preflight are refused on writes:
-// 415, nothing stored. application/json with parameters, or no type at all
-// (Go's and Python's clients without one), are accepted.
+// The types a page may send without a preflight are refused on a
+// browser's writes (Origin or Sec-Fetch-* present): 415, nothing stored.
+// application/json with parameters, or no type at all, are accepted; and a
+// local script (no browser headers) may post JSON under any type, as
+// Python's urllib (form), Node's fetch of a string (text/plain) and curl -d
+// do (review 4, R1).
 func TestBrowserWrites_ContentType(t *testing.T) {
 	e := newEnv(t)
 	for i, ct := range []string{"text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
 		"multipart/form-data; boundary=x", "application/jsonx", "json", ";;"} {
-		c := e.text(cidN(100+i), "title", "x", e.ts(0))
-		a := e.rawReq("POST", "/api/claims", "", claimsBody(t, c), "Content-Type", ct)
-		a.wantError(t, http.StatusUnsupportedMediaType, api.SlugUnsupportedMediaType)
-		if _, err := e.c.Meta(context.Background(), cidN(100+i), api.MetaOptions{}); !isNotFound(err) {
-			t.Errorf("Content-Type %q: the claim was stored: %v", ct, err)
+		for j, marker := range []string{"Origin", "Sec-Fetch-Site"} {
+			n := 100 + 2*i + j
+			c := e.text(cidN(n), "title", "x", e.ts(0))
+			value := map[string]string{"Origin": "http://localhost", "Sec-Fetch-Site": "same-origin"}[marker]
+			a := e.rawReq("POST", "/api/claims", "", claimsBody(t, c), "Content-Type", ct, marker, value)
+			a.wantError(t, http.StatusUnsupportedMediaType, api.SlugUnsupportedMediaType)
+			if _, err := e.c.Meta(context.Background(), cidN(n), api.MetaOptions{}); !isNotFound(err) {
+				t.Errorf("Content-Type %q with %s: the claim was stored: %v", ct, marker, err)
+			}
 		}
 	}
-	e.rawReq("POST", "/api/metadata/clear", "", "", "Content-Type", "text/plain").wantError(t, 415, api.SlugUnsupportedMediaType)
-	e.rawReq("PUT", "/api/kv/value", "", `{"key":"a","value":"b"}`, "Content-Type", "application/x-www-form-urlencoded").
+	e.rawReq("POST", "/api/metadata/clear", "", "", "Content-Type", "text/plain", "Origin", "http://127.0.0.1").
 		wantError(t, 415, api.SlugUnsupportedMediaType)
+	e.rawReq("PUT", "/api/kv/value", "", `{"key":"a","value":"b"}`, "Content-Type", "application/x-www-form-urlencoded",
+		"Sec-Fetch-Mode", "no-cors").wantError(t, 415, api.SlugUnsupportedMediaType)
+	for i, ct := range []string{"application/x-www-form-urlencoded", "text/plain;charset=UTF-8"} {
+		a := e.rawReq("POST", "/api/claims", "", claimsBody(t, e.text(cidN(400+i), "title", "x", e.ts(0))), "Content-Type", ct)
+		var res api.ClaimsResponse
+		if a.decode(t, &res); res.Accepted != 1 {
+			t.Errorf("a local script's JSON as %q: %s", ct, a.body)
+		}
+	}
 
 	for i, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON"} {
 		a := e.rawReq("POST", "/api/claims", "", claimsBody(t, e.text(cidN(200+i), "title", "x", e.ts(0))), "Content-Type", ct)
@@ -187,7 +202,7 @@ func TestBrowserReads_HostOnLoopback(t *testing.T) {
 	e.post(e.text(cidA, "title", "secret", e.ts(0)))
 	port := portOf(e.url)
 	for _, host := range []string{"evil.example:" + port, "evil.example", "localhost.evil.example:" + port,
-		"127.0.0.1.nip.io:" + port, "10.0.0.1:" + port, "[::2]:" + port, "0.0.0.0:" + port, "localhostx"} {
+		"127.0.0.1.nip.io:" + port, "localhostx", "localhost.evil."} {
 		for _, p := range []string{"/api/files/tuples", "/api/meta/" + cidA, "/api/kv/value?key=a", "/api/events/meta", "/nope"} {
 			a := e.rawReq("GET", p, host, "")
 			a.wantError(t, http.StatusForbidden, api.SlugForbiddenHost)
@@ -197,7 +212,10 @@ func TestBrowserReads_HostOnLoopback(t *testing.T) {
 		}
 		e.rawReq("OPTIONS", "/api/claims", host, "").wantError(t, http.StatusForbidden, api.SlugForbiddenHost)
 	}
-	for _, host := range []string{"localhost:" + port, "localhost", "LOCALHOST:" + port, "127.0.0.1:" + port, "127.1.2.3", "[::1]:" + port, "[::1]"} {
+	// Loopback names, and any address: a page is served from an address
+	// only by whoever holds it, so no DNS answer can make one rebind.
+	for _, host := range []string{"localhost:" + port, "localhost", "LOCALHOST:" + port, "localhost.:" + port, "127.0.0.1:" + port,
+		"127.1.2.3", "[::1]:" + port, "[::1]", "10.0.0.1:" + port, "[::2]:" + port, "0.0.0.0:" + port} {
 		if a := e.rawReq("GET", "/api/meta/"+cidA, host, ""); a.status != 200 {
 			t.Errorf("Host %s: %d %s", host, a.status, a.body)
 		}
@@ -234,10 +252,17 @@ func TestBrowser_AllowedHostsAndNonLoopback(t *testing.T) {
 	if a := c.rawReq("GET", "/api/meta/"+cidA, "metanode:9000", ""); a.status != 200 {
 		t.Errorf("container Host on a non-loopback listener: %d %s", a.status, a.body)
 	}
-	a = c.rawReq("POST", "/api/claims", "metanode:9000", claimsBody(t, c.text(cidB, "title", "y", c.ts(1))),
-		"Origin", "http://metanode:9000", "Content-Type", "application/json")
+	// A page on the name the request went to is what a rebinding page
+	// presents (review 4, R5): refused unless the name is allowed. A page on
+	// the very address is the same origin for real.
+	c.rawReq("POST", "/api/metadata/clear", "rebind.example:9000", "", "Origin", "http://rebind.example:9000").
+		wantError(t, 403, api.SlugForbiddenOrigin)
+	c.rawReq("POST", "/api/claims", "metanode:9000", claimsBody(t, c.text(cidB, "title", "y", c.ts(1))),
+		"Origin", "http://metanode:9000", "Content-Type", "application/json").wantError(t, 403, api.SlugForbiddenOrigin)
+	a = c.rawReq("POST", "/api/claims", "172.17.0.2:9000", claimsBody(t, c.text(cidB, "title", "y", c.ts(1))),
+		"Origin", "http://172.17.0.2:9000", "Content-Type", "application/json")
 	if a.status != 200 {
-		t.Errorf("same-origin write in a container network: %d %s", a.status, a.body)
+		t.Errorf("same-origin write from the container's address: %d %s", a.status, a.body)
 	}
 	c.rawReq("POST", "/api/metadata/clear", "metanode:9000", "", "Origin", "http://evil.example").
 		wantError(t, 403, api.SlugForbiddenOrigin)
