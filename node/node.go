@@ -97,9 +97,8 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	}
 	n.opened = true
 	n.ctx, n.cancel = context.WithCancelCause(context.Background())
+	n.life.Lock() // before mu is let go: a Close from now on waits for this Open
 	n.mu.Unlock()
-
-	n.life.Lock()
 	defer n.life.Unlock()
 	// A Close while Open runs cancels the node's context: Open's steps
 	// stop too, and Close releases what they opened once Open returns.

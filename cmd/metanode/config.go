@@ -543,7 +543,7 @@ func checkHostNames(c *Config) string {
 	for _, h := range c.HTTPAllowed {
 		ok := h != ""
 		for _, r := range h {
-			if !(r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			if !(r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
 				ok = false
 			}
 		}
