@@ -76,10 +76,14 @@ const (
 // boundedProviders is the DHT's provider datastore: kad-dht's default
 // in-memory map with a bound on records in total and per provider peer
 // (the last segment of the key /providers/<key>/<peer>). A new record past
-// either bound is dropped silently (an error would make kad-dht buffer and
-// retry it); a refreshed record (the same key) always goes through, and
-// records the DHT deletes (expired) free their room. This node's own
-// records are not counted: they are as many as the cids it holds.
+// a peer's bound is dropped silently (an error would make kad-dht buffer
+// and retry it). When the whole table is full, a new record of a peer that
+// holds fewer than the biggest holder takes the place of one of the
+// biggest holder's records: the first peers to fill the table (8 throwaway
+// ids would do) cannot lock everyone else out until their records expire.
+// A refreshed record (the same key) always goes through, and records the
+// DHT deletes (expired) free their room. This node's own records are not
+// counted: they are as many as the cids it holds.
 type boundedProviders struct {
 	ds.Batching
 	self         string // this node's peer id as it appears in keys
@@ -88,6 +92,7 @@ type boundedProviders struct {
 	mu           sync.Mutex
 	total        int
 	peers        map[string]int
+	keys         map[string]map[ds.Key]struct{} // each peer's records, for eviction
 	dropped      atomic.Int64
 }
 
@@ -100,6 +105,7 @@ func newBoundedProviders(self peer.ID, max, perPeer int, log *slog.Logger) *boun
 		self:     b32.EncodeToString([]byte(self)),
 		log:      log, max: max, perPeer: perPeer,
 		peers: map[string]int{},
+		keys:  map[string]map[ds.Key]struct{}{},
 	}
 }
 
@@ -115,6 +121,11 @@ func (b *boundedProviders) Put(ctx context.Context, k ds.Key, v []byte) error {
 		return err
 	}
 	if !has {
+		if b.total >= b.max && b.peers[p] < b.perPeer {
+			if err := b.evictFromBiggest(ctx, p); err != nil {
+				return err
+			}
+		}
 		if b.total >= b.max || b.peers[p] >= b.perPeer {
 			if b.dropped.Add(1) == 1 {
 				b.log.Warn("DHT provider records past their bound are dropped",
@@ -124,8 +135,44 @@ func (b *boundedProviders) Put(ctx context.Context, k ds.Key, v []byte) error {
 		}
 		b.total++
 		b.peers[p]++
+		if b.keys[p] == nil {
+			b.keys[p] = map[ds.Key]struct{}{}
+		}
+		b.keys[p][k] = struct{}{}
 	}
 	return b.Batching.Put(ctx, k, v)
+}
+
+// evictFromBiggest makes room for a record of p by deleting one record of
+// the peer holding the most, if that peer holds more than p would.
+func (b *boundedProviders) evictFromBiggest(ctx context.Context, p string) error {
+	big, n := "", 0
+	for q, c := range b.peers {
+		if c > n {
+			big, n = q, c
+		}
+	}
+	if big == "" || n <= b.peers[p]+1 {
+		return nil
+	}
+	for k := range b.keys[big] {
+		if err := b.Batching.Delete(ctx, k); err != nil {
+			return err
+		}
+		b.forget(big, k)
+		return nil
+	}
+	return nil
+}
+
+// forget drops k of peer p from the counts (under mu).
+func (b *boundedProviders) forget(p string, k ds.Key) {
+	b.total--
+	delete(b.keys[p], k)
+	if b.peers[p]--; b.peers[p] <= 0 {
+		delete(b.peers, p)
+		delete(b.keys, p)
+	}
 }
 
 func (b *boundedProviders) Delete(ctx context.Context, k ds.Key) error {
@@ -136,10 +183,7 @@ func (b *boundedProviders) Delete(ctx context.Context, k ds.Key) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if has, err := b.Batching.Has(ctx, k); err == nil && has {
-		b.total--
-		if b.peers[p]--; b.peers[p] <= 0 {
-			delete(b.peers, p)
-		}
+		b.forget(p, k)
 	}
 	return b.Batching.Delete(ctx, k)
 }
