@@ -473,8 +473,11 @@ func (l *lookup) ask(ctx context.Context, wg *sync.WaitGroup, ai peer.AddrInfo, 
 	wg.Add(1)
 	l.wg.Go(func() {
 		defer wg.Done()
+		if s.penalties.isBlocked(ai.ID) { // connected or not: its answers are not taken
+			return
+		}
 		if s.host.Network().Connectedness(ai.ID) != network.Connected {
-			if !provider || s.penalties.isBlocked(ai.ID) || l.dialProvider(ctx, ai) != nil {
+			if !provider || l.dialProvider(ctx, ai) != nil {
 				return
 			}
 		}
