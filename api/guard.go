@@ -2,10 +2,10 @@ package api
 
 import (
 	"mime"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -15,9 +15,10 @@ import (
 // opens can reach a loopback port too, so three checks keep pages out
 // while leaving local services (which send no Origin) untouched:
 //
-//   - Host: on a loopback listener, a Host that is not a loopback name or
-//     literal is refused (DNS rebinding: a page whose own name now
-//     resolves to 127.0.0.1 would otherwise read the answers).
+//   - Host: a Host that is not localhost, an IP literal, this machine's
+//     own name or an allowed host is refused, on any listener (DNS
+//     rebinding: a page whose own name now resolves to the node's address
+//     would otherwise read the answers).
 //   - Origin: a write carrying an Origin that is neither loopback, nor an
 //     allowed host, nor the very address the request went to is refused (a
 //     page on another site, or a rebinding page).
@@ -68,32 +69,41 @@ func hostOnly(host string) string {
 	return host // a name, an IPv4 literal, or a bare IPv6 literal
 }
 
-// listensOnLoopback reports whether a is a TCP address on a loopback IP:
-// only then is the Host check on (a node reached as http://metanode:9000
-// inside a container network listens on 0.0.0.0).
-func listensOnLoopback(a net.Addr) bool {
-	ta, ok := a.(*net.TCPAddr)
-	return ok && ta.IP.IsLoopback()
-}
+// AnyHost in Config.AllowedHosts turns the Host check off.
+const AnyHost = "*"
 
-// addrIsLoopback is listensOnLoopback for a configured "host:port".
-func addrIsLoopback(addr string) bool {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
+// machineNames are the names this machine answers to without DNS a page's
+// owner controls: its host name (from /etc/hosts or the container runtime)
+// and that name on the LAN's mDNS (.local). "" when unknown.
+func machineNames() []string {
+	h, err := os.Hostname()
+	if err != nil || h == "" || strings.EqualFold(h, "localhost") {
+		return nil
 	}
-	ip := net.ParseIP(h)
-	return strings.EqualFold(h, "localhost") || (ip != nil && ip.IsLoopback())
+	h = strings.TrimSuffix(h, ".")
+	if strings.HasSuffix(strings.ToLower(h), ".local") {
+		return []string{h}
+	}
+	return []string{h, h + ".local"}
 }
 
 // allowedHost reports whether the Host header may be served.
 func (s *Server) allowedHost(host string) bool {
-	return host == "" || !s.hostCheck.Load() || isLoopbackHost(host) || isIPLiteral(host) || s.extraHost(host)
+	if host == "" || s.anyHost || isLoopbackHost(host) || isIPLiteral(host) || s.extraHost(host) {
+		return true
+	}
+	h := strings.TrimSuffix(hostOnly(host), ".")
+	for _, m := range s.machine {
+		if strings.EqualFold(m, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // extraHost reports whether host's name is one of Config.AllowedHosts.
 func (s *Server) extraHost(host string) bool {
-	h := hostOnly(host)
+	h := strings.TrimSuffix(hostOnly(host), ".")
 	for _, a := range s.cfg.AllowedHosts {
 		if strings.EqualFold(a, h) {
 			return true
@@ -135,8 +145,8 @@ func (s *Server) checkWrite(r *http.Request) error {
 // the address the request was sent to. Not a page on the *name* the
 // request was sent to: that is exactly what a rebinding page presents
 // (Origin http://evil.example:9000, Host evil.example:9000) where the Host
-// check is off (a container's 0.0.0.0). "null" (a sandboxed page, a file)
-// is foreign.
+// check is off (AllowedHosts "*"). "null" (a sandboxed page, a file) is
+// foreign.
 func (s *Server) allowedOrigin(origin, reqHost string) bool {
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
@@ -153,10 +163,12 @@ func quote(s string) string {
 	return strconv.Quote(s)
 }
 
-// forbiddenHost answers a request whose Host is not this loopback server's.
-func forbiddenHost(w http.ResponseWriter, r *http.Request) error {
+// forbiddenHost answers a request whose Host is not one this server knows.
+func (s *Server) forbiddenHost(w http.ResponseWriter, r *http.Request) error {
+	names := append([]string{"localhost", "IP addresses"}, s.machine...)
 	return &Error{Status: http.StatusForbidden, Slug: SlugForbiddenHost,
-		Message: "Host " + quote(r.Host) + " is refused: this API listens on loopback and answers only to localhost, " +
-			"127.0.0.0/8 and [::1] (a page on another name reaching it is DNS rebinding); behind a proxy, pass the " +
-			"upstream's host or list the name in the allowed hosts"}
+		Message: "Host " + quote(r.Host) + " is refused: this API answers only to " + strings.Join(names, ", ") +
+			" and the names in http-allowed-hosts (a web page on another name reaching it is DNS rebinding); " +
+			"to reach it by that name, add it: --http-allowed-hosts " + quote(hostOnly(r.Host)) +
+			" or METANODE_HTTP_ALLOWED_HOSTS"}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 
@@ -201,12 +202,16 @@ func TestBrowserReads_HostOnLoopback(t *testing.T) {
 
 // A server behind a proxy that passes the browser's Host names it in
 // AllowedHosts; a server on a non-loopback address (a container network)
-// answers any Host and still refuses foreign pages' writes.
+// checks Host just the same (review 4, R5: a port published on the host's
+// loopback was open to rebinding reads), answers its machine's own name, and
+// "*" turns the check off.
 func TestBrowser_AllowedHostsAndNonLoopback(t *testing.T) {
 	e := newEnv(t, withAPI(func(c *api.Config) { c.AllowedHosts = []string{"Media.Example.org"} }))
 	e.post(e.text(cidA, "title", "x", e.ts(0)))
-	if a := e.rawReq("GET", "/api/meta/"+cidA, "media.example.org", ""); a.status != 200 {
-		t.Errorf("allowed host: %d %s", a.status, a.body)
+	for _, host := range []string{"media.example.org", "MEDIA.example.org.:443"} {
+		if a := e.rawReq("GET", "/api/meta/"+cidA, host, ""); a.status != 200 {
+			t.Errorf("allowed host %s: %d %s", host, a.status, a.body)
+		}
 	}
 	e.rawReq("GET", "/api/meta/"+cidA, "other.example.org", "").wantError(t, 403, api.SlugForbiddenHost)
 	a := e.rawReq("POST", "/api/claims", "media.example.org", claimsBody(t, e.text(cidB, "title", "y", e.ts(1))),
@@ -217,48 +222,59 @@ func TestBrowser_AllowedHostsAndNonLoopback(t *testing.T) {
 
 	// Listening on 0.0.0.0 (as the listener reports; the socket itself is
 	// on loopback, tests touch nothing else).
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	wildEnv := func(allowed ...string) *env {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wild := &addrListener{Listener: ln, addr: &net.TCPAddr{IP: net.IPv4zero, Port: ln.Addr().(*net.TCPAddr).Port}}
+		c := newEnv(t, withAPI(func(c *api.Config) { c.Listener, c.AllowedHosts = wild, allowed }))
+		c.url = "http://" + ln.Addr().String()
+		c.c = api.NewClient(c.url)
+		return c
+	}
+	c := wildEnv()
+	c.post(c.text(cidA, "title", "x", c.ts(0)))
+	c.rawReq("GET", "/api/meta/"+cidA, "rebind.example:9000", "").wantError(t, 403, api.SlugForbiddenHost)
+	a = c.rawReq("GET", "/api/meta/"+cidA, "metanode:9000", "")
+	a.wantError(t, 403, api.SlugForbiddenHost)
+	if !strings.Contains(string(a.body), `--http-allowed-hosts \"metanode\"`) {
+		t.Errorf("the refusal does not say how to allow the name: %s", a.body)
+	}
+	hostname, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)
 	}
-	wild := &addrListener{Listener: ln, addr: &net.TCPAddr{IP: net.IPv4zero, Port: ln.Addr().(*net.TCPAddr).Port}}
-	c := newEnv(t, withAPI(func(c *api.Config) { c.Listener = wild }))
-	c.url = "http://" + ln.Addr().String()
-	c.c = api.NewClient(c.url)
-	c.post(c.text(cidA, "title", "x", c.ts(0)))
-	if a := c.rawReq("GET", "/api/meta/"+cidA, "metanode:9000", ""); a.status != 200 {
-		t.Errorf("container Host on a non-loopback listener: %d %s", a.status, a.body)
+	for _, host := range []string{hostname, hostname + ":9000", strings.ToUpper(hostname) + ".local:9000", "172.17.0.2:9000", "localhost:9000"} {
+		if a := c.rawReq("GET", "/api/meta/"+cidA, host, ""); a.status != 200 && !strings.EqualFold(hostname, "localhost") {
+			t.Errorf("the machine's own name or an address %s: %d %s", host, a.status, a.body)
+		}
 	}
 	// A page on the name the request went to is what a rebinding page
 	// presents (review 4, R5): refused unless the name is allowed. A page on
 	// the very address is the same origin for real.
-	c.rawReq("POST", "/api/metadata/clear", "rebind.example:9000", "", "Origin", "http://rebind.example:9000").
-		wantError(t, 403, api.SlugForbiddenOrigin)
-	c.rawReq("POST", "/api/claims", "metanode:9000", claimsBody(t, c.text(cidB, "title", "y", c.ts(1))),
-		"Origin", "http://metanode:9000", "Content-Type", "application/json").wantError(t, 403, api.SlugForbiddenOrigin)
-	a = c.rawReq("POST", "/api/claims", "172.17.0.2:9000", claimsBody(t, c.text(cidB, "title", "y", c.ts(1))),
+	n := wildEnv("metanode")
+	n.post(n.text(cidA, "title", "x", n.ts(0)))
+	if a := n.rawReq("GET", "/api/meta/"+cidA, "metanode:9000", ""); a.status != 200 {
+		t.Errorf("container's allowed name: %d %s", a.status, a.body)
+	}
+	a = n.rawReq("POST", "/api/claims", "172.17.0.2:9000", claimsBody(t, n.text(cidB, "title", "y", n.ts(1))),
 		"Origin", "http://172.17.0.2:9000", "Content-Type", "application/json")
 	if a.status != 200 {
 		t.Errorf("same-origin write from the container's address: %d %s", a.status, a.body)
 	}
-	c.rawReq("POST", "/api/metadata/clear", "metanode:9000", "", "Origin", "http://evil.example").
+	n.rawReq("POST", "/api/metadata/clear", "metanode:9000", "", "Origin", "http://evil.example").
 		wantError(t, 403, api.SlugForbiddenOrigin)
 
-	// AllowedHosts turns the Host check on for a non-loopback listener: a
-	// container that names itself is closed to rebinding through a port
-	// published on the host's loopback.
-	ln2, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// "*": every Host is answered, and writes from a page on the name the
+	// request went to are still refused.
+	o := wildEnv(api.AnyHost)
+	o.post(o.text(cidA, "title", "x", o.ts(0)))
+	if a := o.rawReq("GET", "/api/meta/"+cidA, "rebind.example:9000", ""); a.status != 200 {
+		t.Errorf("any host: %d %s", a.status, a.body)
 	}
-	wild2 := &addrListener{Listener: ln2, addr: &net.TCPAddr{IP: net.IPv4zero, Port: ln2.Addr().(*net.TCPAddr).Port}}
-	n := newEnv(t, withAPI(func(c *api.Config) { c.Listener, c.AllowedHosts = wild2, []string{"metanode"} }))
-	n.url = "http://" + ln2.Addr().String()
-	for host, want := range map[string]int{"metanode:9000": 200, "localhost:9000": 200, "127.0.0.1": 200, "evil.example:9000": 403} {
-		if a := n.rawReq("GET", "/health", host, ""); a.status != want {
-			t.Errorf("non-loopback listener with AllowedHosts, Host %s: %d, want %d", host, a.status, want)
-		}
-	}
+	o.rawReq("POST", "/api/metadata/clear", "rebind.example:9000", "", "Origin", "http://rebind.example:9000").
+		wantError(t, 403, api.SlugForbiddenOrigin)
 }
 
 type addrListener struct {

@@ -71,7 +71,7 @@ func (s *Server) routes() {
 	// Everything else gets the envelope rather than net/http's text.
 	s.handle("/", s.handleUnmatched)
 	s.unclean = s.wrap(s.metrics.forRoute("/"), handleUncleanPath)
-	s.badHost = s.wrap(s.metrics.forRoute("/"), forbiddenHost)
+	s.badHost = s.wrap(s.metrics.forRoute("/"), s.forbiddenHost)
 }
 
 // handleUncleanPath answers a path with an empty, "." or ".." segment:

@@ -10,9 +10,9 @@ import (
 	"net/http"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,10 +37,10 @@ type Config struct {
 	FilesRoot string // the only directory GET /file/{cid} serves from; "" serves nothing
 
 	// AllowedHosts are host names (no port) this server answers to besides
-	// localhost and loopback literals, and whose pages may write: a reverse
-	// proxy that passes the browser's Host ("media.example.org"), or a
-	// container's own name ("metanode"). When set, the Host check is on
-	// whatever the listen address. See docs/http.md "Browsers and CSRF".
+	// localhost, IP literals and the machine's own host name, and whose
+	// pages may write: a reverse proxy that passes the browser's Host
+	// ("media.example.org"), or a container's service name ("metanode").
+	// AnyHost ("*") answers every Host. See docs/http.md "Browsers and CSRF".
 	AllowedHosts []string
 
 	// BaseURL is the external URL consumers are told in GET /urls
@@ -69,10 +69,11 @@ type Server struct {
 	unclean http.Handler // a path the mux would redirect (see ServeHTTP)
 	badHost http.Handler // a Host refused by the DNS-rebinding check
 
-	// hostCheck is on while the server listens on loopback, or always when
-	// Config.AllowedHosts names any host (guard.go); set from Config.Addr,
-	// then from the listener in Open.
-	hostCheck atomic.Bool
+	// anyHost: Config.AllowedHosts holds AnyHost, the Host check is off.
+	// machine: this machine's own names, answered as Host (guard.go); set
+	// in Open, before the first request.
+	anyHost bool
+	machine []string
 
 	mu       sync.Mutex
 	handlers sync.WaitGroup // requests in a handler: Close waits for them
@@ -133,7 +134,7 @@ func NewServer(cfg Config) *Server {
 	if s.initErr != nil {
 		s.metrics, _ = newMetrics(nil) // keep the server usable for Open to report
 	}
-	s.hostCheck.Store(len(cfg.AllowedHosts) > 0 || addrIsLoopback(cfg.Addr))
+	s.anyHost = slices.Contains(cfg.AllowedHosts, AnyHost)
 	s.streams, s.cancelStreams = context.WithCancelCause(context.Background())
 	s.base, s.cancelBase = context.WithCancelCause(context.Background())
 	s.routes()
@@ -166,9 +167,7 @@ func (s *Server) Open(ctx context.Context) error {
 		}
 	}
 	s.ln = ln
-	if ln.Addr() != nil {
-		s.hostCheck.Store(len(s.cfg.AllowedHosts) > 0 || listensOnLoopback(ln.Addr()))
-	}
+	s.machine = machineNames()
 	s.srv = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -18,6 +18,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/metanode/metanode/api"
 	"github.com/metanode/metanode/node"
 )
 
@@ -87,7 +88,7 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.CacheDB }},
 	{name: "http", env: []string{"META_CORE_HTTP_PORT", "METANODE_HTTP"}, usage: "HTTP API listen address",
 		field: func(c *Config) any { return &c.HTTP }, check: checkHTTP},
-	{name: "http-allowed-hosts", env: []string{"METANODE_HTTP_ALLOWED_HOSTS"}, usage: "host names besides localhost the API answers to and whose web pages may write: a reverse proxy's or a container's name (repeatable)",
+	{name: "http-allowed-hosts", env: []string{"METANODE_HTTP_ALLOWED_HOSTS"}, usage: "host names besides localhost, IP addresses and this machine's name the API answers to and whose web pages may write: a reverse proxy's or a container's name; * for any (repeatable)",
 		field: func(c *Config) any { return &c.HTTPAllowed }, check: checkHostNames},
 	{name: "listen", env: []string{"METANODE_LISTEN"}, usage: "swarm listen multiaddr (repeatable)",
 		field: func(c *Config) any { return &c.Listen }, check: checkListen},
@@ -538,17 +539,20 @@ func checkHTTP(c *Config) string {
 }
 
 // checkHostNames: names as a browser puts them in Host, without a port
-// or scheme (api.Config.AllowedHosts compares names only).
+// or scheme (api.Config.AllowedHosts compares names only), or "*".
 func checkHostNames(c *Config) string {
 	for _, h := range c.HTTPAllowed {
 		ok := h != ""
+		if h == api.AnyHost {
+			continue
+		}
 		for _, r := range h {
 			if !(r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
 				ok = false
 			}
 		}
 		if !ok {
-			return fmt.Sprintf("%q: want a host name without scheme or port, e.g. metanode or media.example.org", h)
+			return fmt.Sprintf("%q: want a host name without scheme or port, e.g. metanode or media.example.org, or * for any", h)
 		}
 	}
 	return ""

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -394,6 +395,23 @@ func TestContainer_Dockerfile(t *testing.T) {
 	}
 	if cfg.Files != "" && h.Checks["watcher"] != "ok" { // the files volume is watched
 		t.Errorf("files %s: the watcher is %q, want ok", cfg.Files, h.Checks["watcher"])
+	}
+	// Other containers reach the node by its service name, which the image
+	// allows; any other name is a rebinding page's and is refused.
+	for host, want := range map[string]int{"metanode:9000": 200, "rebind.example:9000": 403} {
+		req, err := http.NewRequest("GET", apiURL+"/health", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("the image's node answers Host %s with %d, want %d", host, resp.StatusCode, want)
+		}
 	}
 	if !strings.Contains(srv.logs.String(), "api="+apiURL) {
 		t.Errorf("the node does not report its API at %s", apiURL)
