@@ -437,6 +437,10 @@ func (ss *session) sendTurn(ctx context.Context, h *hello, plan turnPlan, peerWa
 	wants := plan.wants
 	slices.SortFunc(wants, shortID.compare)
 	wants = slices.Compact(wants)
+	// Never ask more than a peer may ask of us: a peer's id lists within
+	// the turn's limits can name millions of claims we lack (protocol
+	// review, F8). The rest come in a later session.
+	wants = wants[:min(len(wants), maxWantsInTurn)]
 	for chunk := range slices.Chunk(wants, maxWantPerFrame) {
 		if err := w(appendWant(nil, chunk)); err != nil {
 			return fmt.Errorf("write sync frame: %w", err)
