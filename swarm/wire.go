@@ -372,7 +372,16 @@ func decodeFetch(frame []byte) ([]string, error) {
 			d.fail("cid of %d bytes", l)
 			break
 		}
-		cids = append(cids, string(d.bytes(int(l))))
+		c := string(d.bytes(int(l)))
+		if d.err == nil {
+			// The canonical text form: anything else would match nothing,
+			// and an empty answer would read as "no one holds it".
+			if err := store.CheckCID(c); err != nil {
+				d.fail("cid %d: %v", i+1, err)
+				break
+			}
+		}
+		cids = append(cids, c)
 	}
 	if err := d.done(); err != nil {
 		return nil, err

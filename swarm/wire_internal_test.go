@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 
+	gocid "github.com/ipfs/go-cid"
+
 	"github.com/metanode/metanode/store"
 )
 
@@ -233,7 +235,33 @@ func FuzzDecodeFetch(f *testing.F) {
 		if len(cids) == 0 || len(cids) > maxFetchCIDs {
 			t.Fatalf("%d cids accepted", len(cids))
 		}
+		for _, c := range cids {
+			if err := store.CheckCID(c); err != nil {
+				t.Fatalf("a cid not in canonical text form accepted: %v", err)
+			}
+		}
 	})
+}
+
+// A cid in any form but its canonical text (binary, another base, junk)
+// is a protocol error, not a silent miss (protocol review, F1).
+func TestDecodeFetch_CanonicalTextOnly(t *testing.T) {
+	c, err := gocid.Decode(testCID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b32, err := c.StringOfBase('z')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeFetch(appendFetch(nil, []string{testCID})); err != nil {
+		t.Fatalf("canonical cid refused: %v", err)
+	}
+	for _, bad := range []string{string(c.Bytes()), b32, "hello"} {
+		if _, err := decodeFetch(appendFetch(nil, []string{testCID, bad})); !errors.Is(err, errProtocol) {
+			t.Errorf("fetch of %q: %v, want a protocol error", bad, err)
+		}
+	}
 }
 
 func FuzzDecodeHello(f *testing.F) {
