@@ -7,10 +7,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
 	"github.com/metanode/metanode/store"
 )
+
+// rawSyncSession opens a sync stream to s from a bare peer, for tests that
+// write the protocol by hand; the stream is reset when the test ends or
+// after limit.
+func rawSyncSession(t *testing.T, mn mocknet.Mocknet, s *Swarm, limit time.Duration) (host.Host, *frameWriter, *frameReader) {
+	t.Helper()
+	att := connectedPeer(t, mn, s.host.ID())
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
+	t.Cleanup(cancel)
+	st, err := att.NewStream(ctx, s.host.ID(), ProtocolSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Reset() })
+	_ = st.SetDeadline(time.Now().Add(limit))
+	return att, newFrameWriter(st), newFrameReader(st)
+}
 
 // TestSync_RepeatedAsksDoNotMultiplySends: a peer that says "I hold
 // nothing" for the whole set every turn, after being sent all of it, gets
@@ -33,15 +51,7 @@ func TestSync_RepeatedAsksDoNotMultiplySends(t *testing.T) {
 	if _, err := s.cfg.Store.Submit(t.Context(), claims, store.SubmitOptions{Origin: store.OriginLocal}); err != nil {
 		t.Fatal(err)
 	}
-	att := connectedPeer(t, mn, s.host.ID())
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	st, err := att.NewStream(ctx, s.host.ID(), ProtocolSync)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Reset()
-	fw, fr := newFrameWriter(st), newFrameReader(st)
+	att, fw, fr := rawSyncSession(t, mn, s, 30*time.Second)
 	// "Nothing here" below the end, and a count the node cannot match
 	// past it, so the node answers with a range and the session goes on.
 	edge := store.SyncItem{TS: math.MaxUint64 - 1}

@@ -1,7 +1,6 @@
 package swarm
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -18,15 +17,7 @@ func TestSync_WantsCappedPerTurn(t *testing.T) {
 	mn := mocknet.New()
 	t.Cleanup(func() { _ = mn.Close() })
 	s := mockSwarm(t, mn, 5)
-	att := connectedPeer(t, mn, s.host.ID())
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	st, err := att.NewStream(ctx, s.host.ID(), ProtocolSync)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Reset()
-	fw, fr := newFrameWriter(st), newFrameReader(st)
+	att, fw, fr := rawSyncSession(t, mn, s, 60*time.Second)
 
 	// maxWantsInTurn + 1000 ids the node lacks, in id lists of 4,096.
 	const total, per = maxWantsInTurn + 1000, 4096
