@@ -14,6 +14,7 @@ import (
 	ds "github.com/ipfs/go-datastore"
 	dssync "github.com/ipfs/go-datastore/sync"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p-kad-dht/records"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mh "github.com/multiformats/go-multihash"
 	"golang.org/x/time/rate"
@@ -54,6 +55,7 @@ func (s *Swarm) openDHT() error {
 		dht.DisableValues(),
 		dht.BootstrapPeers(s.bootstrap...),
 		dht.ProviderDatastore(newBoundedProviders(s.host.ID(), maxProviderRecords, maxProviderRecordsPerPeer, s.log)),
+		dht.ProviderManagerOpts(records.Cache(newProviderCache(providerCacheKeys, providerCacheTTL))),
 	)
 	if err != nil {
 		return fmt.Errorf("dht: %w", err)
