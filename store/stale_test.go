@@ -1,0 +1,107 @@
+package store_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
+)
+
+func superseded(t *testing.T, s *store.Store, cs ...store.Claim) []bool {
+	t.Helper()
+	ids := make([]store.ID, len(cs))
+	for i := range cs {
+		ids[i] = cs[i].ID()
+	}
+	got, err := s.Superseded(ctx, cs, ids)
+	if err != nil {
+		t.Fatalf("superseded: %v", err)
+	}
+	return got
+}
+
+// TestSuperseded_ByStoredRow: a claim is superseded when the stored row of
+// its (cid, key, signer) is the claim itself or wins by (ts, id); a newer
+// claim, another key, another signer, an unknown signer and a claim older
+// than a stored retraction are judged each on its own row.
+func TestSuperseded_ByStoredRow(t *testing.T) {
+	s := open(t, store.Config{Trust: store.TrustOpen})
+	a, b, never := storetest.Signer(1), storetest.Signer(2), storetest.Signer(3)
+	cur := a.Text(cidA, "title", "current", 1000)
+	gone := a.Retraction(cidA, "year", 1000)
+	other := b.Text(cidA, "title", "b's", 1000)
+	submit(t, s, cur, gone, other)
+
+	cases := []struct {
+		name string
+		c    store.Claim
+		want bool
+	}{
+		{"older", a.Text(cidA, "title", "old", 999), true},
+		{"same claim", cur, true},
+		{"newer", a.Text(cidA, "title", "newer", 1001), false},
+		{"older than a retraction", a.Text(cidA, "year", "1999", 500), true},
+		{"other key", a.Text(cidA, "genre", "x", 1), false},
+		{"other cid", a.Text(cidB, "title", "x", 1), false},
+		{"other signer, older than its own row", b.Text(cidA, "title", "b old", 1), true},
+		{"signer never stored", never.Text(cidA, "title", "x", 1), false},
+	}
+	cs := make([]store.Claim, len(cases))
+	for i := range cases {
+		cs[i] = cases[i].c
+	}
+	got := superseded(t, s, cs...)
+	for i, tc := range cases {
+		if got[i] != tc.want {
+			t.Errorf("%s: superseded = %v, want %v", tc.name, got[i], tc.want)
+		}
+	}
+	// Same tie on ts: the higher id wins.
+	x, y := a.Text(cidC, "k", "x", 7), a.Text(cidC, "k", "y", 7)
+	lo, hi := x, y
+	if x.ID().Compare(y.ID()) > 0 {
+		lo, hi = y, x
+	}
+	submit(t, s, hi)
+	if got := superseded(t, s, lo, hi); !slices.Equal(got, []bool{true, true}) {
+		t.Errorf("tie on ts: lower id superseded=%v, stored one=%v; want both true", got[0], got[1])
+	}
+}
+
+// TestSuperseded_Batches: more claims than one query takes, duplicates of
+// one row among them, answer in the callers' order.
+func TestSuperseded_Batches(t *testing.T) {
+	s := open(t, store.Config{Trust: store.TrustOpen})
+	a := storetest.Signer(1)
+	var rows, asked []store.Claim
+	var want []bool
+	for i := range 700 {
+		key := fmt.Sprintf("k%03d", i)
+		rows = append(rows, a.Text(cidA, key, "v", 100))
+		// Even keys are asked with an older claim (superseded), odd with a
+		// newer one; every tenth twice.
+		ts := uint64(101)
+		if i%2 == 0 {
+			ts = 99
+		}
+		c := a.Text(cidA, key, "w", ts)
+		asked = append(asked, c)
+		want = append(want, i%2 == 0)
+		if i%10 == 0 {
+			asked = append(asked, c)
+			want = append(want, i%2 == 0)
+		}
+	}
+	submit(t, s, rows...)
+	if got := superseded(t, s, asked...); !slices.Equal(got, want) {
+		n := 0
+		for i := range got {
+			if got[i] != want[i] {
+				n++
+			}
+		}
+		t.Fatalf("%d of %d answers wrong", n, len(want))
+	}
+}
