@@ -292,9 +292,16 @@ func (w *writer) catchUpFrom(ctx context.Context, applied int64) error {
 // rebuild recomputes the whole cache from truth. It writes no per-key
 // events: cursors issued before it get a Gap. Local files and the file
 // event stream are kept (they are not derived from truth).
+//
+// At boot nobody reads yet, so it commits in bounded chunks. After boot
+// (a catch-up from the writer loop) it is one transaction, so readers keep
+// the old cache until the new one is complete, and it then ends the live
+// subscriptions of the streams it rewrote: they got no per-key events, so
+// their consumers must reconnect with their last id into the gap.
 func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err error) {
 	start := time.Now()
-	w.s.log.Info("rebuilding the cache from truth", "why", why)
+	serving := w.serving
+	w.s.log.Info("rebuilding the cache from truth", "why", why, "at_runtime", serving)
 	b := newBatch(w)
 	inTx := false
 	defer func() {
@@ -329,10 +336,12 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 			return err
 		}
 	}
-	if err := w.c.exec("COMMIT"); err != nil {
-		return err
+	if !serving {
+		if err := w.c.exec("COMMIT"); err != nil {
+			return err
+		}
+		inTx = false
 	}
-	inTx = false
 	w.records = 0
 	clear(w.hidden)
 	clear(w.schema)
@@ -342,16 +351,7 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 	rids := w.s.groups.rids()
 	const chunk = 2000
 	for i, rid := range rids {
-		if i%chunk == 0 {
-			if i > 0 {
-				if err := w.c.exec("COMMIT"); err != nil {
-					return err
-				}
-				inTx = false
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
+		if !inTx {
 			if err := w.c.exec("BEGIN IMMEDIATE"); err != nil {
 				return err
 			}
@@ -359,6 +359,15 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 		}
 		if err := w.writeRecord(rid); err != nil {
 			return err
+		}
+		if !serving && (i+1)%chunk == 0 {
+			if err := w.c.exec("COMMIT"); err != nil {
+				return err
+			}
+			inTx = false
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 		}
 	}
 	if !inTx {
@@ -385,6 +394,11 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 		return err
 	}
 	inTx = false
+	if serving {
+		for _, st := range append([]Stream{StreamMeta}, lost...) {
+			w.s.hub.endLive(st)
+		}
+	}
 	w.s.log.Info("cache rebuilt", "records", len(rids), "took", time.Since(start))
 	return nil
 }

@@ -82,6 +82,7 @@ type writer struct {
 	schemaSaved         map[string][4]int64 // the counter rows as the cache holds them (empty: unknown)
 	recordsSaved        int64               // idx:count/records as the cache holds it (-1: unknown)
 	cacheBehind         bool                // the cache missed a batch; catch up before the next
+	serving             bool                // booted: readers and subscribers are attached (see rebuild)
 	syncPending         []syncOp            // sync changes of truth commits the cache has yet to apply
 
 	ev map[Stream]*evState
@@ -127,6 +128,7 @@ func (s *Store) runWriter(openCtx context.Context, tconn, cconn *sql.Conn, truth
 				return err
 			}
 			booted = true
+			w.serving = true
 			ready <- nil
 			w.loop()
 			return nil
