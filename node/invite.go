@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/metanode/metanode/api"
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/swarm"
@@ -24,8 +26,9 @@ import (
 // Pairing: `metanode invite` asks the node for a code; the code carries what
 // a fresh home needs to join (swarm name, swarm key, the inviter's addresses,
 // its uid, a one-time token). `metanode join CODE` writes that into the
-// joiner's data dir, trusts the inviter and presents the token over
-// swarm.ProtocolPair; the inviter then trusts the joiner's node uid. Both
+// joiner's data dir and presents the token over swarm.ProtocolPair; the
+// inviter then trusts the joiner's node uid, and once it answered OK the
+// joiner trusts the inviter's (so a refused or failed join trusts nothing). Both
 // trust each other's node uid, so each home's plugin claims flow through
 // its node's vouches (docs/trust.md).
 
@@ -46,6 +49,10 @@ const (
 
 // ErrBadInvite is a pairing code that does not decode.
 var ErrBadInvite = errors.New("not a metanode pairing code")
+
+// ErrInvitePeer is a code whose addresses name a peer other than its
+// inviter uid: the joiner would pair with one key and trust another.
+var ErrInvitePeer = errors.New("the pairing code's addresses are not its inviter's")
 
 // ErrPairRefused: the inviter answered no (an unknown, used or expired
 // code); the error text carries its reason. It is the swarm's sentinel.
@@ -102,6 +109,29 @@ func ParseInvite(code string) (Invite, error) {
 		return Invite{}, fmt.Errorf("%w: no swarm name", ErrBadInvite)
 	}
 	return inv, nil
+}
+
+// CheckPeer checks that every address of the code that names a peer names
+// the inviter's uid (ErrInvitePeer otherwise): pairing authenticates that
+// peer, and the joiner then trusts the uid. Pair checks it; the join
+// command checks it up front. Addresses that do not parse are left to the
+// caller's address check (the join command words those better); swarm.Pair
+// refuses them.
+func (i Invite) CheckPeer() error {
+	for _, a := range i.Addrs {
+		ai, err := peer.AddrInfoFromString(a)
+		if err != nil {
+			continue
+		}
+		uid, err := swarm.PeerUID(ai.ID)
+		if err != nil {
+			uid = "none"
+		}
+		if uid != i.UID {
+			return fmt.Errorf("%w: %s is peer %s (uid %s), not the inviter uid %s: ask the other home for a new code", ErrInvitePeer, a, ai.ID, uid, i.UID)
+		}
+	}
+	return nil
 }
 
 // TokenBytes is the decoded token (ParseInvite checked it).
@@ -173,7 +203,9 @@ func (n *Node) Invite(ctx context.Context, ttl time.Duration) (api.InviteRespons
 
 // answerPair is the swarm's OnPair: a valid, unexpired token not used by
 // another node pairs; the joiner's node uid is trusted and a re-sync starts
-// so its claims come in. A joiner retrying with its own token pairs again.
+// so its claims come in. A joiner retrying with its own token pairs again,
+// but a uid the owner distrusted is refused: a token it still holds must
+// not undo the owner's trust rm.
 func (n *Node) answerPair(ctx context.Context, uid string, token []byte) swarm.PairAnswer {
 	refuse := swarm.PairAnswer{Message: "unknown, used or expired invite: ask the other home for a new code (it runs metanode invite)"}
 	if n.cfg.DataDir == "" {
@@ -181,6 +213,14 @@ func (n *Node) answerPair(ctx context.Context, uid string, token []byte) swarm.P
 	}
 	h := tokenHash(token)
 	now := n.cfg.Now()
+	// As trust add and rm: a trust rm either comes first and is seen
+	// below, or comes after the pairing and stands.
+	n.trustMu.Lock()
+	defer n.trustMu.Unlock()
+	if n.store.Distrusted(uid) {
+		n.log.Info("pairing refused: the joiner's uid is distrusted", "uid", uid)
+		return swarm.PairAnswer{Message: "this home's owner distrusts your node uid (metanode trust rm); only they can trust it again (metanode trust add)"}
+	}
 	n.invMu.Lock()
 	list, err := n.readInvites()
 	if err != nil {
@@ -205,9 +245,13 @@ func (n *Node) answerPair(ctx context.Context, uid string, token []byte) swarm.P
 		n.log.Warn("pairing: write invites", "err", err)
 		return swarm.PairAnswer{Message: "the inviter cannot record the invite"}
 	}
-	if err := n.store.Trust(ctx, uid, "paired"); err != nil {
-		n.log.Warn("pairing: trust joiner", "uid", uid, "err", err)
-		return swarm.PairAnswer{Message: "the inviter cannot update its trust list"}
+	// A retry by a joiner already on the list changes nothing: its row
+	// (and note) stay as they are.
+	if listed, err := n.listed(ctx, uid); err != nil || !listed {
+		if err := n.store.Trust(ctx, uid, "paired"); err != nil {
+			n.log.Warn("pairing: trust joiner", "uid", uid, "err", err)
+			return swarm.PairAnswer{Message: "the inviter cannot update its trust list"}
+		}
 	}
 	// The trust change re-syncs with peers (watchTrust): the
 	// joiner's claims, refused until now, come in.
@@ -221,20 +265,47 @@ func (n *Node) answerPair(ctx context.Context, uid string, token []byte) swarm.P
 	return swarm.PairAnswer{OK: true, Claims: share}
 }
 
-// Pair presents an invite to its inviter: the joining side of pairing. The
-// inviter's uid is trusted first so its claims are welcome as soon as the
-// two sync. It answers how many of the inviter's claims this node will
+// Pair presents an invite to its inviter: the joining side of pairing.
+// Only once the inviter accepted is its uid trusted, so a refused or failed
+// join leaves this node's trust as it was (a distrust of that uid too); the
+// inviter's claims refused meanwhile come in by the re-sync the trust
+// change starts. It answers how many of the inviter's claims this node will
 // accept: those of the inviter's uid and of the signers it vouches for.
 func (n *Node) Pair(ctx context.Context, inv Invite) (int64, error) {
-	if err := n.store.Trust(ctx, inv.UID, "inviter"); err != nil {
+	if err := inv.CheckPeer(); err != nil {
 		return 0, fmt.Errorf("pair: %w", err)
 	}
 	ans, err := n.swarm.Pair(ctx, inv.Addrs, inv.TokenBytes())
 	if err != nil {
 		return 0, err
 	}
+	if err := n.trustInviter(ctx, inv.UID); err != nil {
+		// The inviter accepts this node's retry with the same token.
+		return 0, fmt.Errorf("paired, but trusting the inviter: %w", err)
+	}
 	n.swarm.Resync()
 	return ans.Claims, nil
+}
+
+// trustInviter trusts the inviter's uid after its OK, under trustMu as
+// trust add; an inviter already on the list keeps its row.
+func (n *Node) trustInviter(ctx context.Context, uid string) error {
+	n.trustMu.Lock()
+	defer n.trustMu.Unlock()
+	if listed, err := n.listed(ctx, uid); err == nil && listed {
+		return nil
+	}
+	return n.store.Trust(ctx, uid, "inviter")
+}
+
+// listed reports whether uid has a trusted row on this node's trust list:
+// the node's own decision, not a vouch by another home (nor open mode).
+func (n *Node) listed(ctx context.Context, uid string) (bool, error) {
+	rows, err := n.trustRows(ctx)
+	if err != nil {
+		return false, err
+	}
+	return rows[uid].trusted, nil
 }
 
 // ClaimCount is how many claims the node shares (its sync set).

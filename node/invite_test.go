@@ -79,9 +79,18 @@ func TestNode_InviteAndPair(t *testing.T) {
 }
 
 func TestParseInvite(t *testing.T) {
-	good := node.Invite{Swarm: "s", UID: signer(t).UID(), Addrs: []string{"/ip4/127.0.0.1/tcp/1/p2p/x"}, Token: "dG9rZW4"}
+	s := signer(t)
+	good := node.Invite{Swarm: "s", UID: s.UID(), Addrs: []string{peerAddr(t, s)}, Token: "dG9rZW4"}
 	if _, err := node.ParseInvite("  " + good.Code() + "\n"); err != nil {
 		t.Fatalf("good code: %v", err)
+	}
+	if err := good.CheckPeer(); err != nil {
+		t.Fatalf("good code: %v", err)
+	}
+	other := good
+	other.Addrs = append(other.Addrs, peerAddr(t, signer(t)))
+	if err := other.CheckPeer(); !errors.Is(err, node.ErrInvitePeer) {
+		t.Fatalf("a code with another peer's address: %v", err)
 	}
 	for name, inv := range map[string]node.Invite{
 		"no token": {Swarm: "s", UID: good.UID, Addrs: good.Addrs},
@@ -107,7 +116,7 @@ func FuzzParseInvite(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(node.Invite{Swarm: "s", UID: s.UID(), Addrs: []string{"/ip4/127.0.0.1/tcp/1/p2p/x"}, Token: "dG9rZW4"}.Code())
+	f.Add(node.Invite{Swarm: "s", UID: s.UID(), Addrs: []string{peerAddr(f, s)}, Token: "dG9rZW4"}.Code())
 	f.Add("mn1:e30")
 	f.Add("mn1:")
 	f.Fuzz(func(t *testing.T, code string) {
@@ -194,4 +203,14 @@ func TestNode_PairCountsWhatJoinerAccepts(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// peerAddr is a loopback address of the peer whose key is s.
+func peerAddr(t testing.TB, s *store.Signer) string {
+	t.Helper()
+	id, err := swarm.PeerIDOf(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "/ip4/127.0.0.1/tcp/1/p2p/" + id.String()
 }

@@ -66,16 +66,16 @@ func (c *cli) join(ctx context.Context, args []string) error {
 	fl := c.flagSet("join", "join CODE [serve flags]",
 		`Pairs this home with the home that made CODE ('metanode invite'), then keeps
 serving like 'metanode serve'. It starts this node with the inviter's swarm
-name, swarm key and addresses, trusts the inviter's node uid and presents the
-code; the inviter then trusts this node's uid. Only once the inviter accepted
-does it write those settings, and every other serve setting given to join
+name, swarm key and addresses and presents the code; the inviter then trusts
+this node's uid. Only once the inviter accepted does it trust the inviter's
+node uid and write those settings, and every other serve setting given to join
 as a flag or an environment variable (--http or METANODE_HTTP, --listen,
 --no-mdns, --files, …), into this node's config (<data>/metanode.yml, or
 --config, made if missing) and the swarm key into <data>/swarm.key.
 Later starts then need only the command join prints when done:
 'metanode serve', plus --data DIR when DIR is not the default (or --config
 FILE when the config is not in the data directory). A refused or unreachable
-pairing leaves both files as they were. Progress goes to stderr (connecting, syncing n of m claims); stdout
+pairing leaves both files, and this node's trust list, as they were. Progress goes to stderr (connecting, syncing n of m claims); stdout
 stays empty. Stop a node already running on the same data directory first.`)
 	vals, configPath := configFlags(fl)
 	pos, err := c.parse(fl, args)
@@ -101,6 +101,11 @@ stays empty. Stop a node already running on the same data directory first.`)
 	}
 	if msg := checkPeerAddrs(append(slices.Clone(inv.Addrs), inv.Bootstrap...)); msg != "" {
 		return usagef("join", "the code's addresses: %s", msg)
+	}
+	if err := inv.CheckPeer(); err != nil {
+		// Pairing with one key while trusting another: refused before
+		// anything is written or trusted.
+		return usagef("join", "%v", err)
 	}
 	if inv.SwarmKey != "" {
 		if err := node.CheckSwarmKey(inv.SwarmKey); err != nil {
@@ -242,14 +247,14 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, co
 	}
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintln(c.stderr, "joining: interrupted before pairing; the config is unchanged")
+		fmt.Fprintln(c.stderr, "joining: interrupted before pairing; the config and trust list are unchanged")
 		return nil // interrupted: shut down quietly
 	case errors.Is(err, node.ErrPairRefused):
 		// The inviter's answer says what to do (a new code).
 		// Named by uid, as the progress line above named it.
-		return fmt.Errorf("inviter %s: %w; the config is unchanged", inv.UID, err)
+		return fmt.Errorf("inviter %s: %w; the config and trust list are unchanged", inv.UID, err)
 	case err != nil:
-		return fmt.Errorf("inviter %s out of reach: %w; check that its node runs and that one of its addresses is reachable from here; the config is unchanged", inv.UID, err)
+		return fmt.Errorf("inviter %s out of reach: %w; check that its node runs and that one of its addresses is reachable from here; the config and trust list are unchanged", inv.UID, err)
 	}
 	fmt.Fprintf(c.stderr, "joining: paired with %s; it shares %d claims\n", inv.UID, total)
 	if err := commit(); err != nil {
