@@ -65,15 +65,18 @@ func (w *writer) unhide(rid string) error {
 
 // recomputeInFull picks the records a batch must recompute in full rather
 // than key by key, because whether they are described may have changed:
-// every record a trust change touched, and a hidden group a claim touches
-// (written back when it is described now; refreshLocal does the same for
-// a local file).
+// every record a batch touched while its trust view changed, and a hidden
+// group a claim touches (written back when it is described now;
+// refreshLocal does the same for a local file). The view changing is
+// enough, even when the trusted set is the same at both ends: a signer
+// vouched for and unvouched within one batch had its claims stored in
+// between, and a group only those describe is hidden, as a rebuild makes it.
 func (w *writer) recomputeInFull(b *batch) {
-	if len(w.hidden) == 0 && !b.trustChanged {
+	if len(w.hidden) == 0 && !b.viewChanged {
 		return
 	}
 	for k := range b.keys {
-		if rid, ok := w.s.groups.ridOf(k.cid); ok && (b.trustChanged || w.hidden[rid]) {
+		if rid, ok := w.s.groups.ridOf(k.cid); ok && (b.viewChanged || w.hidden[rid]) {
 			b.full[rid] = true
 		}
 	}
