@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -59,7 +60,9 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, int, er
 		if err != nil {
 			return nil, 0, fmt.Errorf("search: %w", err)
 		}
-		narrow(set)
+		if set != nil {
+			narrow(set)
+		}
 	}
 	var rids []string
 	if cands == nil {
@@ -117,38 +120,101 @@ func collect(ctx context.Context, tx *sql.Tx, q string, args ...any) (map[string
 	return set, rows.Err()
 }
 
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
-}
-
-// ftsExpr builds an FTS5 query from the tokens the trigram index can serve
-// exactly: ASCII tokens of three characters or more.
+// ftsExpr builds an FTS5 query from what the trigram index can serve
+// exactly: runs of three ASCII characters or more, the tokens cut at every
+// other character. The tokenizer folds ASCII case, and U+212A (Kelvin) to
+// k, as strings.ToLower does, but not U+0130 (İ), which ToLower makes 'i':
+// a token is cut at its i's too, or a title holding İ would be missed.
 func ftsExpr(tokens []string) string {
 	var parts []string
 	for _, t := range tokens {
-		if len(t) >= 3 && isASCII(t) && !strings.ContainsRune(t, 0) { // FTS5 reads a NUL as the end of the query
-			parts = append(parts, `"`+strings.ReplaceAll(t, `"`, `""`)+`"`)
+		if strings.ContainsRune(t, 0) { // FTS5 reads a NUL as the end of the query
+			continue
+		}
+		cut := func(r rune) bool { return r >= utf8.RuneSelf || r == 'i' }
+		for _, p := range strings.FieldsFunc(t, cut) {
+			if len(p) >= 3 {
+				parts = append(parts, `"`+strings.ReplaceAll(p, `"`, `""`)+`"`)
+			}
 		}
 	}
 	return strings.Join(parts, " AND ")
 }
 
-func likeEscape(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-	return r.Replace(s)
+// maxSpellings bounds the key spellings one filter value is looked up
+// under; past it the filter does not narrow.
+const maxSpellings = 64
+
+// sqlLower is SQLite's lower(): it folds ASCII letters only.
+func sqlLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
-// filterCandidates returns the records that may match one filter: for each
-// value, those with a key-set member property/value, or a flat property
-// whose value contains it.
+// keySpellings returns every key, as SQLite's lower() leaves it, that
+// strings.EqualFold may find equal to x (the exact check's key test): each
+// character may be any of its case partners, which lower() folds only for
+// ASCII (Ü and ü stay apart) and two of which, U+212A (K) and U+017F (ſ),
+// are partners of ASCII letters. ok is false past maxSpellings.
+func keySpellings(x string) (out []string, ok bool) {
+	out = []string{""}
+	var alts []string
+	for _, r := range x { // an invalid byte is U+FFFD, as EqualFold reads it
+		alts = append(alts[:0], sqlLower(string(r)))
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if a := sqlLower(string(f)); !slices.Contains(alts, a) {
+				alts = append(alts, a)
+			}
+		}
+		if len(out)*len(alts) > maxSpellings {
+			return nil, false
+		}
+		next := make([]string, 0, len(out)*len(alts))
+		for _, p := range out {
+			for _, a := range alts {
+				next = append(next, p+a)
+			}
+		}
+		out = next
+	}
+	return out, true
+}
+
+// likeContains is a LIKE pattern (ESCAPE '\') that every value whose
+// strings.ToLower contains lv (lower-cased) matches. LIKE ignores ASCII
+// case only, so a character of lv that other characters lower to (any
+// non-ASCII one; i from U+0130, k from U+212A) matches any one character:
+// ToLower maps character to character, so the positions agree.
+func likeContains(lv string) string {
+	var sb strings.Builder
+	sb.WriteByte('%')
+	for _, r := range lv {
+		switch {
+		case r == '%' || r == '_' || r == '\\':
+			sb.WriteByte('\\')
+			sb.WriteRune(r)
+		case r >= utf8.RuneSelf || r == 'i' || r == 'k':
+			sb.WriteByte('_')
+		default:
+			sb.WriteRune(r)
+		}
+	}
+	sb.WriteByte('%')
+	return sb.String()
+}
+
+// filterCandidates returns the records that may match one filter (nil:
+// it cannot narrow): for each value, those with a key-set member
+// property/value, or a flat property whose value contains it. Keys are
+// looked up under each spelling the exact check may find equal, values
+// with a pattern looser than its test, so the set is a superset.
 func filterCandidates(ctx context.Context, tx *sql.Tx, f SearchFilter) (map[string]bool, error) {
 	set := map[string]bool{}
-	prop := strings.ToLower(f.Property)
 	add := func(q string, args ...any) error {
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
@@ -166,25 +232,33 @@ func filterCandidates(ctx context.Context, tx *sql.Tx, f SearchFilter) (map[stri
 		}
 		return rows.Err()
 	}
-	const base = `SELECT k FROM kv WHERE k >= 'file:' AND k < 'file;' AND `
-	for _, v := range f.Values {
-		lv := strings.ToLower(v)
-		var err error
-		if isASCII(v) && isASCII(f.Property) {
-			err = add(base+`lower(substr(k, 33)) = ?`, prop+"/"+lv)
-			if err == nil {
-				flat := strings.TrimSpace(lv) // the flat arm compares trimmed values
-				// LIKE ignores ASCII case.
-				err = add(base+`lower(substr(k, 33)) = ? AND v LIKE ? ESCAPE '\'`, prop, "%"+likeEscape(flat)+"%")
-			}
-		} else {
-			// SQLite folds ASCII only: take every member and every value.
-			err = add(base+`lower(substr(k, 33)) >= ? AND lower(substr(k, 33)) < ?`, prop+"/", prop+"0")
-			if err == nil {
-				err = add(base+`lower(substr(k, 33)) = ?`, prop)
-			}
+	in := func(keys []string) (string, []any) {
+		args := make([]any, len(keys))
+		for i, k := range keys {
+			args[i] = k
 		}
-		if err != nil {
+		return `lower(substr(k, 33)) IN (?` + strings.Repeat(`, ?`, len(keys)-1) + `)`, args
+	}
+	const base = `SELECT k FROM kv WHERE k >= 'file:' AND k < 'file;' AND `
+	props, ok := keySpellings(f.Property)
+	if !ok {
+		return nil, nil
+	}
+	flatKeys, flatArgs := in(props)
+	for _, v := range f.Values {
+		members, ok := keySpellings(f.Property + "/" + v)
+		if !ok {
+			return nil, nil
+		}
+		cond, args := in(members)
+		if err := add(base+cond, args...); err != nil {
+			return nil, err
+		}
+		// The flat arm compares trimmed, lower-cased values. LIKE stops
+		// at a NUL (a text value may hold one): such values all qualify.
+		pat := likeContains(strings.ToLower(strings.TrimSpace(v)))
+		q := base + flatKeys + ` AND (v LIKE ? ESCAPE '\' OR instr(v, char(0)) > 0)`
+		if err := add(q, append(flatArgs, pat)...); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,148 @@
+package store
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// foldStore opens a store whose records hold the characters where Go's
+// case folding and SQLite's differ: non-ASCII capitals in keys and values,
+// U+212A (Kelvin, folds with k), U+017F (long s, folds with s), U+0130
+// (dotted capital I, lowers to i), a NUL in a value.
+func foldStore(tb testing.TB) (*Store, []string) {
+	dir := tb.TempDir()
+	s := New(Config{TruthPath: filepath.Join(dir, "t.db"), CachePath: filepath.Join(dir, "c.db"), Trust: TrustOpen,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err := s.Open(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	sg, _ := GenerateSigner()
+	fields := [][2]string{
+		{"Über", "ja"}, {"über", "Nein"}, {"ÜBERSETZUNG", "Deutsch, ENGLISCH"}, {"Ärger/Kino", "true"},
+		{"genres/COMÉDIE", "true"}, {"genres/comédie", "false"}, {"genre", "\u212Aids"}, {"genre", "\u0130ndie"},
+		{"genre", "kids"}, {"genre", "drama"}, {"\u212Aind", "movie"}, {"kind", "Movie"}, {"\u017Ftudio", "ghibli"},
+		{"studio", "GÖTEBORG FILM"}, {"note", "a\x00kids"}, {"title", "\u212Aelvin"}, {"title", "\u0130nformer"},
+		{"title", "Informer"}, {"title", "ÉCOLE des fans"}, {"tags/\u212Aids", "true"}, {"tags/kids", "1"},
+	}
+	var claims []Claim
+	for i, f := range fields {
+		claims = append(claims, sg.Text(testCID(1000+i), f[0], f[1], 1))
+	}
+	if _, err := s.Submit(context.Background(), claims, SubmitOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	rids, err := s.RIDs(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, rids
+}
+
+// FuzzSearchFold: for any query and filter, Search returns exactly what a
+// scan of every record with the exact matchers finds, over records where
+// Go's and SQLite's case folding differ.
+func FuzzSearchFold(f *testing.F) {
+	s, rids := foldStore(f)
+	for _, seed := range []struct {
+		query, prop, value string
+		exact              bool
+	}{
+		{"", "Über", "ja", false}, {"", "über", "JA", true}, {"", "übersetzung", "englisch", false},
+		{"", "Ärger", "Kino", false}, {"", "GENRES", "Comédie", false}, {"", "genre", "kids", false},
+		{"", "genre", "indie", true}, {"", "kind", "movie", true}, {"", "STUDIO", "ghibli", false},
+		{"", "studio", "göteborg", false}, {"", "note", "kids", false}, {"", "tags", "KIDS", false},
+		{"kelvin", "", "", false}, {"informer", "", "", false}, {"école", "", "", false}, {"nformer ki", "", "", false},
+		{"", "kisses/success", "sessions", false}, // past maxSpellings: no narrowing
+	} {
+		f.Add(seed.query, seed.prop, seed.value, seed.exact)
+	}
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, query, prop, value string, exact bool) {
+		q := SearchQuery{Query: query, Limit: 1000}
+		if prop != "" {
+			q.Filters = []SearchFilter{{Property: prop, Values: []string{value}, Exact: exact}}
+		}
+		hits, total, err := s.Search(ctx, q)
+		if err != nil {
+			t.Fatalf("search %+v: %v", q, err)
+		}
+		var got []string
+		for _, h := range hits {
+			got = append(got, h.RID)
+		}
+		var want []string
+		for _, rid := range rids {
+			rec, err := s.Record(ctx, rid, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if matchTokens(rid, rec.Fields, tokenize(query)) && matchFilters(rec.Fields, q.Filters) {
+				want = append(want, rid)
+			}
+		}
+		if !slices.Equal(got, want) || total != len(want) {
+			t.Fatalf("search %+v: got %v (total %d), a scan finds %v", q, got, total, want)
+		}
+	})
+}
+
+// TestSearchFold_NarrowingStaysNarrow: looking keys up under every
+// spelling still narrows: a filter's candidates are the records holding
+// one of its spellings (not every record), and a filter with more
+// spellings than maxSpellings does not narrow at all rather than miss.
+func TestSearchFold_NarrowingStaysNarrow(t *testing.T) {
+	s, _ := foldStore(t)
+	ctx := context.Background()
+	tx, err := s.cacheR.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	keysOf := func(set map[string]bool) []string {
+		var out []string
+		for rid := range set {
+			fields, err := recordFields(ctx, tx, rid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range fields {
+				if !IsLinkKey(k) {
+					out = append(out, k+"="+v)
+				}
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, c := range []struct {
+		f    SearchFilter
+		want []string
+	}{
+		{SearchFilter{Property: "genre", Values: []string{"kids"}}, []string{"genre=kids", "genre=\u212Aids"}},
+		{SearchFilter{Property: "genre", Values: []string{"INDIE"}}, []string{"genre=\u0130ndie"}},
+		{SearchFilter{Property: "Kind", Values: []string{"movie"}}, []string{"kind=Movie", "\u212Aind=movie"}},
+		{SearchFilter{Property: "über", Values: []string{"ja"}}, []string{"Über=ja"}},
+		// A superset: EqualFold also wants equal lengths for members.
+		{SearchFilter{Property: "tags", Values: []string{"kids"}}, []string{"tags/kids=1", "tags/\u212Aids=true"}},
+	} {
+		set, err := filterCandidates(ctx, tx, c.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if set == nil {
+			t.Fatalf("%+v: no narrowing", c.f)
+		}
+		if got := keysOf(set); !slices.Equal(got, c.want) {
+			t.Errorf("%+v: candidates %q, want %q", c.f, got, c.want)
+		}
+	}
+	long := SearchFilter{Property: strings.Repeat("s", 7), Values: []string{"x"}}
+	if set, err := filterCandidates(ctx, tx, long); err != nil || set != nil {
+		t.Fatalf("%d spellings: %v %v, want no narrowing", 1<<7, set, err)
+	}
+}
