@@ -35,6 +35,11 @@ func checkFileUpdate(u FileUpdate) error {
 		if err := CheckCID(u.File.CID); err != nil {
 			return err
 		}
+		if isPeerCID(u.File.CID) {
+			// A node's id, not content: its claims are vouches and form
+			// no record, which a file would make them.
+			return fmt.Errorf("%w: %s is a peer id, not a file's content id", ErrBadCID, u.File.CID)
+		}
 		if u.File.Size < 0 {
 			return fmt.Errorf("%w: negative size", ErrBadPath)
 		}
