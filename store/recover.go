@@ -313,6 +313,9 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 			err = fmt.Errorf("rebuild cache: %w", err)
 		}
 	}()
+	if err := w.groupLocalFiles(); err != nil {
+		return err
+	}
 	// The truth file is attached read-only to copy claim_by_pid in one
 	// statement; ATTACH is not allowed inside a transaction.
 	u := url.URL{Scheme: "file", Path: w.truthPath, RawQuery: "mode=ro"}
@@ -401,6 +404,64 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 	}
 	w.s.log.Info("cache rebuilt", "records", len(rids), "took", time.Since(start))
 	return nil
+}
+
+// groupLocalFiles gives every local file's cid a group in truth, as
+// fileGroups does when the file is added. Every write path keeps that
+// invariant except two that break it in truth alone: a Clear stopped
+// between its truth and cache commits (local_file survives), and truth
+// restored from a backup older than the file. The watcher skips unchanged
+// files, so without this the file would never get a record again.
+func (w *writer) groupLocalFiles() error {
+	var missing []string
+	err := w.c.queryOnce(`SELECT DISTINCT midhash FROM local_file ORDER BY midhash`, func(d []driver.Value) error {
+		if cid := asString(d[0]); !w.hasGroup(cid) {
+			missing = append(missing, cid)
+		}
+		return nil
+	})
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	if err := w.setTruthSync(false); err != nil {
+		return err
+	}
+	if err := w.t.exec("BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	rids := make([]string, len(missing))
+	seq := w.lastSeq + 1 // a group change: a catch-up could not replay it
+	err = func() error {
+		for i, cid := range missing {
+			rids[i] = NewRID()
+			if _, err := w.tSetGroup.exec(cid, rids[i]); err != nil {
+				return err
+			}
+		}
+		for _, m := range []string{"last_seq", "rebuild_seq"} {
+			if _, err := w.tSetMeta.exec(m, strconv.FormatInt(seq, 10)); err != nil {
+				return err
+			}
+		}
+		return w.t.exec("COMMIT")
+	}()
+	if err != nil {
+		_ = w.t.exec("ROLLBACK")
+		return fmt.Errorf("groups for local files: %w", err)
+	}
+	w.truthUnsynced = false
+	w.lastSeq, w.rebuildSeq = seq, seq
+	for i, cid := range missing {
+		w.s.groups.add(cid, rids[i])
+	}
+	w.s.log.Warn("local files had no group in truth (an interrupted clear, or truth restored from a backup): groups made again",
+		"files", len(missing))
+	return nil
+}
+
+func (w *writer) hasGroup(cid string) bool {
+	_, ok := w.s.groups.ridOf(cid)
+	return ok
 }
 
 // writeRecord writes a record's rows during a rebuild: no diff, no events.
