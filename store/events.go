@@ -42,6 +42,9 @@ func (e *evState) setHWM(id string) {
 	}
 }
 
+// zeroEventID is "0" and "0-0": before every id.
+var zeroEventID = formatEventID(0, 0)
+
 func formatEventID(ms, seq int64) string {
 	var b [24]byte
 	pad := func(dst []byte, v int64) {
@@ -232,9 +235,8 @@ func (s *Store) Snapshot(ctx context.Context, fn func(Event) error) (string, err
 	if err := s.ready(); err != nil {
 		return "", err
 	}
-	var id string
-	err := s.cacheR.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = ?`, "evhwm:"+string(StreamMeta)).Scan(&id)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	id, err := s.issuedID(ctx, StreamMeta)
+	if err != nil {
 		return "", fmt.Errorf("snapshot: %w", err)
 	}
 	ms := s.cfg.Now().UnixMilli()
@@ -254,6 +256,17 @@ func (s *Store) Snapshot(ctx context.Context, fn func(Event) error) (string, err
 		}
 		from = keys[len(keys)-1]
 	}
+}
+
+// issuedID returns the newest id of st the cache has committed (event or
+// gap marker), "" when none.
+func (s *Store) issuedID(ctx context.Context, st Stream) (string, error) {
+	var id string
+	err := s.cacheR.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = ?`, "evhwm:"+string(st)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return id, err
 }
 
 // snapshotPage is the number of keys a snapshot reads at a time.

@@ -239,9 +239,10 @@ func (h *hub) finish(sub *Subscription, err error) {
 }
 
 // Subscribe follows a stream. after == "": live tail only; a known id:
-// replay strictly after it, then live; an id older than retention: the
-// subscription's Gap is set and replay starts at the oldest retained event.
-// "0" and "0-0" replay everything retained.
+// replay strictly after it, then live; an id older than retention, or
+// newer than any the stream issued: the subscription's Gap is set and
+// replay starts at the oldest retained event. "0" and "0-0" replay
+// everything retained.
 func (s *Store) Subscribe(stream Stream, after string) (*Subscription, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
@@ -261,19 +262,38 @@ func (s *Store) Subscribe(stream Stream, after string) (*Subscription, error) {
 		}
 		cursor = formatEventID(ms, seq)
 		h.mu.Lock()
-		hz := h.horizon[stream]
+		hz, last := h.horizon[stream], h.last[stream]
 		h.mu.Unlock()
-		if hz != "" && cursor < hz {
-			sub.Gap = &Gap{Requested: after, Reason: "events before this cursor are no longer retained"}
-			evs, err := s.readEvents(context.Background(), stream, hz, 1)
+		reason := ""
+		switch {
+		case hz != "" && cursor < hz:
+			reason = "events before this cursor are no longer retained"
+		case cursor > last && cursor > zeroEventID:
+			// The hub learns of ids after their commit, and a snapshot or a
+			// pump hands out committed ones: only a cursor past what the
+			// cache committed was never issued by this stream.
+			issued, err := s.issuedID(context.Background(), stream)
 			if err != nil {
 				return nil, fmt.Errorf("subscribe: %w", err)
 			}
-			sub.Gap.ResumeFrom = hz // nothing since the marker: resume after it
+			if cursor > issued {
+				reason = "this stream never issued that cursor (a deleted cache, or an id from elsewhere)"
+			}
+		}
+		if reason != "" {
+			// Replay what is retained after the horizon (everything when
+			// there is none), as for a cursor older than retention.
+			from := max(hz, zeroEventID)
+			sub.Gap = &Gap{Requested: after, Reason: reason}
+			evs, err := s.readEvents(context.Background(), stream, from, 1)
+			if err != nil {
+				return nil, fmt.Errorf("subscribe: %w", err)
+			}
+			sub.Gap.ResumeFrom = from // nothing since the marker: resume after it
 			if len(evs) > 0 {
 				sub.Gap.ResumeFrom = evs[0].ID
 			}
-			cursor = hz
+			cursor = from
 		}
 	}
 	h.mu.Lock()
