@@ -14,12 +14,13 @@ import (
 
 var _ api.Node = (*Node)(nil)
 
-// SubmitClaims is a local write (POST /api/claims). In list mode with
-// auto-trust on, every new signer with a validly signed claim in the batch is
-// put on the trust list and vouched for by the node (the vouch is stored
-// first, so it travels with or before the signer's claims); a signer the
-// owner distrusted is never trusted this way. Then the batch is stored, and
-// what was stored is published and provided.
+// SubmitClaims is a local write (POST /api/claims). With auto-trust on (in
+// either trust mode), every signer with a validly signed claim in the batch
+// that this node has not itself trusted and vouched for is put on the trust
+// list and vouched for by the node (the vouch is stored first, so it
+// travels with or before the signer's claims); a signer the owner
+// distrusted is never trusted this way. Then the batch is stored, and what
+// was stored is published and provided.
 func (n *Node) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.Result, error) {
 	if err := n.trustLocalSigners(ctx, claims); err != nil {
 		return nil, err
@@ -32,14 +33,22 @@ func (n *Node) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.
 	return res, nil
 }
 
-// trustLocalSigners trusts the new signers of a local batch and stores and
-// shares the node's vouches for them.
+// trustLocalSigners lists the local signers of a batch this node has not
+// decided on itself, and stores and shares its vouches for them.
+//
+// The test is this node's own decision (a trusted list row and its own live
+// vouch), not whether the signer counts: a signer trusted only through
+// another home's vouch would otherwise count here only as long as that home
+// keeps vouching, and homes paired with this one alone would never accept
+// it; a signer the owner trust-added before its first write would never be
+// vouched for. Open mode records local writers too, so a switch to list
+// keeps the home's own plugins.
 func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) error {
-	if n.cfg.NoAutoTrust || n.store.TrustMode() != store.TrustList {
+	if n.cfg.NoAutoTrust {
 		return nil
 	}
-	if !slices.ContainsFunc(claims, func(c store.Claim) bool { return n.newLocalSigner(c.UID) }) {
-		return nil // the usual batch: no lock, no store read
+	if decided, err := n.localSignersDecided(ctx, claims); err != nil || decided {
+		return err // the usual batch: no lock, no database read
 	}
 	n.trustMu.Lock()
 	defer n.trustMu.Unlock()
@@ -52,11 +61,19 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) erro
 	if err != nil {
 		return fmt.Errorf("trust local signers: %w", err)
 	}
+	rows, err := n.trustRows(ctx)
+	if err != nil {
+		return fmt.Errorf("trust local signers: %w", err)
+	}
 	seen := make(map[string]bool)
 	var vouches []store.Claim
 	for i := range claims {
 		uid := claims[i].UID
-		if seen[uid] || !n.newLocalSigner(uid) {
+		if seen[uid] || !n.autoTrusts(uid) {
+			continue
+		}
+		listed, vouched := rows[uid].trusted, own[uid].live
+		if listed && vouched {
 			continue
 		}
 		// Only a signature that verifies proves the writer holds the key:
@@ -65,13 +82,17 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) erro
 			continue
 		}
 		seen[uid] = true
-		if err := n.store.Trust(ctx, uid, "local writer"); err != nil {
-			return fmt.Errorf("trust local signer %s: %w", uid, err)
+		if !listed { // a row the owner made (trust add) keeps its note
+			if err := n.store.Trust(ctx, uid, "local writer"); err != nil {
+				return fmt.Errorf("trust local signer %s: %w", uid, err)
+			}
 		}
-		// After any earlier own vouch claim for uid, as signVouch does.
-		ts := max(n.nowMS(), own[uid].ts+1)
-		vouches = append(vouches, n.identity.Text(n.peerCID, store.VouchPrefix+uid, "true", ts))
-		n.log.Info("trusted and vouched for a local signer", "uid", uid)
+		if !vouched {
+			// After any earlier own vouch claim for uid, as signVouch does.
+			ts := max(n.nowMS(), own[uid].ts+1)
+			vouches = append(vouches, n.identity.Text(n.peerCID, store.VouchPrefix+uid, "true", ts))
+		}
+		n.log.Info("trusted and vouched for a local signer", "uid", uid, "wasListed", listed)
 	}
 	if len(vouches) == 0 {
 		return nil
@@ -89,10 +110,34 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) erro
 	return nil
 }
 
-// newLocalSigner reports whether auto-trust would trust uid: neither
-// trusted nor blocked by the owner.
-func (n *Node) newLocalSigner(uid string) bool {
-	return !n.store.Trusted(uid) && !n.store.Distrusted(uid)
+// autoTrusts reports whether auto-trust may act on uid at all: not the
+// node's own uid (it vouches for no one's own key), not distrusted.
+func (n *Node) autoTrusts(uid string) bool {
+	return uid != n.identity.UID() && !n.store.Distrusted(uid)
+}
+
+// localSignersDecided reports whether every signer of the batch that
+// auto-trust may act on is already listed and vouched for by this node.
+// It reads the store's in-memory trust view only (no lock, no database).
+func (n *Node) localSignersDecided(ctx context.Context, claims []store.Claim) (bool, error) {
+	if !slices.ContainsFunc(claims, func(c store.Claim) bool { return n.autoTrusts(c.UID) }) {
+		return true, nil
+	}
+	list, err := n.store.TrustList(ctx)
+	if err != nil {
+		return false, fmt.Errorf("trust local signers: %w", err)
+	}
+	own := n.identity.UID()
+	decided := make(map[string]bool, len(list))
+	for _, e := range list {
+		decided[e.UID] = e.Source == "list" && slices.Contains(e.VouchedBy, own)
+	}
+	for _, c := range claims {
+		if !decided[c.UID] && n.autoTrusts(c.UID) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // share publishes the claims that were newly stored and provides their cids.
@@ -256,9 +301,6 @@ func (n *Node) waitsForClock(uid string, err error) bool {
 // revouch signs a new vouch/<uid> when this node's latest vouch claim for
 // uid is a withdrawal.
 func (n *Node) revouch(ctx context.Context, uid string) error {
-	if n.store.TrustMode() != store.TrustList {
-		return nil
-	}
 	vouches, err := n.ownVouches(ctx)
 	if err != nil {
 		return fmt.Errorf("vouch again: %w", err)
@@ -274,13 +316,15 @@ func (n *Node) revouch(ctx context.Context, uid string) error {
 	return nil
 }
 
-// Distrust blocks uid and, when this node vouched for it, withdraws the
-// vouch (a signed retraction of vouch/<uid>), so other homes stop trusting
-// it through this node.
+// Distrust blocks uid and, when this node's latest vouch claim for it is
+// live, withdraws the vouch (a signed retraction of vouch/<uid>), so other
+// homes stop trusting it through this node. That holds in open mode too:
+// a vouch signed while the node ran in list mode (or for a local writer in
+// open mode) outlives the mode, and paired homes still count it.
 func (n *Node) Distrust(ctx context.Context, uid string) error {
 	n.trustMu.Lock()
 	defer n.trustMu.Unlock()
-	vouched, err := n.vouchesFor(ctx, uid)
+	vouches, err := n.ownVouches(ctx)
 	if err != nil {
 		return err
 	}
@@ -291,36 +335,15 @@ func (n *Node) Distrust(ctx context.Context, uid string) error {
 	if err := n.store.DistrustAt(ctx, uid, at); err != nil {
 		return err
 	}
-	if vouched {
+	if v, ok := vouches[uid]; ok && v.live {
 		// After this node's latest vouch claim, not merely now: a clock
 		// stepped back since the vouch would make the withdrawal stale.
-		vouches, err := n.ownVouches(ctx)
-		if err != nil {
-			return fmt.Errorf("withdraw vouch: %w", err)
-		}
-		if err := n.signVouch(ctx, uid, false, vouches[uid].ts); err != nil && !n.waitsForClock(uid, err) {
+		if err := n.signVouch(ctx, uid, false, v.ts); err != nil && !n.waitsForClock(uid, err) {
 			return fmt.Errorf("withdraw vouch: %w", err)
 		}
 	}
 	n.swarm.Resync()
 	return nil
-}
-
-// vouchesFor reports whether this node currently vouches for uid.
-func (n *Node) vouchesFor(ctx context.Context, uid string) (bool, error) {
-	if n.store.TrustMode() != store.TrustList {
-		return false, nil
-	}
-	list, err := n.store.TrustList(ctx)
-	if err != nil {
-		return false, err
-	}
-	for _, e := range list {
-		if e.UID == uid {
-			return slices.Contains(e.VouchedBy, n.identity.UID()), nil
-		}
-	}
-	return false, nil
 }
 
 // Health reports each part's state; the node is degraded when its store

@@ -171,7 +171,9 @@ func TestNode_PairCountsWhatJoinerAccepts(t *testing.T) {
 		theirs = append(theirs, pluginB.Text(testCID(200+i), "title", "B", ts+uint64(i)))
 	}
 	submitAccepted(t, a, mine...)
-	submitAccepted(t, a, stranger.Text(testCID(300), "title", "S", ts))
+	// From a peer: a local write would make the stranger a local writer,
+	// vouched for.
+	storeFromPeer(t, a, stranger.Text(testCID(300), "title", "S", ts))
 	submitAccepted(t, b, theirs...)
 	// A's sync set: its vouch for pluginA, 20 + 1 claims, B's vouch and 20.
 	waitFor(t, 30*time.Second, "B's plugin's claims on A", func() error {

@@ -39,8 +39,18 @@ func TestJoinerShare(t *testing.T) {
 	for i := range 180 {
 		other = append(other, stranger.Text(cidN(1000+i), "title", "other", base+1000+uint64(i)))
 	}
-	for _, batch := range [][]store.Claim{mine, other} {
-		res, err := n.SubmitClaims(ctx, batch)
+	// The plugin writes locally (vouched for); the stranger's claims came
+	// from a peer (a local write would make it a local writer, vouched for).
+	for _, batch := range []struct {
+		claims []store.Claim
+		submit func(context.Context, []store.Claim) ([]store.Result, error)
+	}{
+		{mine, n.SubmitClaims},
+		{other, func(ctx context.Context, c []store.Claim) ([]store.Result, error) {
+			return n.store.Submit(ctx, c, store.SubmitOptions{Origin: store.OriginPeer})
+		}},
+	} {
+		res, err := batch.submit(ctx, batch.claims)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,6 +60,21 @@ func holdsNoneOf(t *testing.T, st *store.Store, what string, claims ...store.Cla
 	}
 }
 
+// storeFromPeer stores claims on n as if a peer had sent them: not a
+// local write, so no auto-trust.
+func storeFromPeer(t *testing.T, n *node.Node, claims ...store.Claim) {
+	t.Helper()
+	res, err := n.Store().Submit(context.Background(), claims, store.SubmitOptions{Origin: store.OriginPeer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Outcome == store.Rejected {
+			t.Fatalf("claim %d (%s %s): %v", i, claims[i].CID, claims[i].Key, r.Err)
+		}
+	}
+}
+
 // pairedHomes opens two homes, b bootstrapping through a, each trusting the
 // other's node uid.
 func pairedHomes(t *testing.T) (a, b *node.Node) {
@@ -69,7 +84,8 @@ func pairedHomes(t *testing.T) (a, b *node.Node) {
 }
 
 // TestTrust_StrangerIgnoredThenCaughtUp: home A holds a stranger's claims
-// (A trusts it directly, so A vouches for nobody). Home B, paired with A,
+// (A trusts it directly; it writes at its own home, so A vouches for it
+// nowhere). Home B, paired with A,
 // refuses them by sync and by gossip while A's own plugin's claims arrive;
 // once B's owner trusts the stranger, its earlier claims arrive by catch-up,
 // without a restart.
@@ -80,10 +96,23 @@ func TestTrust_StrangerIgnoredThenCaughtUp(t *testing.T) {
 	if err := a.Trust(ctx, stranger.UID()); err != nil {
 		t.Fatal(err)
 	}
+	// The stranger writes at its own home S, which A does not trust: A
+	// gets its claims from S (a local write at A would make it A's local
+	// writer, vouched for).
+	scfg := testConfig(t, dataDir(t, "s"))
+	scfg.Bootstrap = a.Addrs()[:1]
+	s := openNode(t, scfg)
+	atA := func(c store.Claim) {
+		t.Helper()
+		submitAccepted(t, s, c)
+		waitFor(t, 30*time.Second, "the stranger's claim on A", func() error {
+			return hasField(ctx, a.Store(), c.CID, c.Key, c.Text())
+		})
+	}
 	ts := nowMS() - 10_000
 	// Before B exists: only sync can carry these.
 	early := stranger.Text(testCID(40), "title", "early", ts)
-	submitAccepted(t, a, early)
+	atA(early)
 	submitAccepted(t, a, pluginA.Text(testCID(41), "title", "marker", ts))
 
 	b := joinHome(t, a, testConfig(t, dataDir(t, "b")))
@@ -95,7 +124,7 @@ func TestTrust_StrangerIgnoredThenCaughtUp(t *testing.T) {
 
 	// Live: gossip (and the periodic syncs) offer the next one.
 	live := stranger.Text(testCID(42), "title", "live", nowMS())
-	submitAccepted(t, a, live)
+	atA(live)
 	submitAccepted(t, a, pluginA.Text(testCID(43), "title", "marker 2", nowMS()))
 	waitFor(t, 30*time.Second, "A's second plugin claim on B", func() error {
 		return hasField(ctx, b.Store(), testCID(43), "title", "marker 2")

@@ -42,12 +42,11 @@ type trustRow struct {
 	changed time.Time // the row's last change of state
 }
 
-// reconcileTrust makes the trust list and this node's own vouches agree
-// (list mode only). It returns how many uids it changed.
+// reconcileTrust makes the trust list and this node's own vouches agree,
+// in either trust mode: a node in open mode vouches for its local writers
+// too, and its vouch claims count on paired list homes. It returns how many
+// uids it changed.
 func (n *Node) reconcileTrust(ctx context.Context) (int, error) {
-	if n.store.TrustMode() != store.TrustList {
-		return 0, nil
-	}
 	n.trustMu.Lock()
 	defer n.trustMu.Unlock()
 	return n.reconcileTrustLocked(ctx)

@@ -1,0 +1,187 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metanode/metanode/node"
+	"github.com/metanode/metanode/store"
+)
+
+// trustEntry is n's trust ls entry for uid (Source "" when none).
+func trustEntry(t *testing.T, n *node.Node, uid string) store.TrustEntry {
+	t.Helper()
+	l, err := n.TrustList(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range l.Trusted {
+		if e.UID == uid {
+			return e
+		}
+	}
+	return store.TrustEntry{}
+}
+
+// ownDecision is nil when n lists uid and vouches for it itself.
+func ownDecision(t *testing.T, n *node.Node, uid string) error {
+	e := trustEntry(t, n, uid)
+	if e.Source != "list" || !slices.Contains(e.VouchedBy, n.UID()) {
+		return fmt.Errorf("%s's entry for %s: source %q vouched by %v, want listed and vouched for by itself", n.UID(), uid, e.Source, e.VouchedBy)
+	}
+	return nil
+}
+
+// TestAutoTrust_LocalWriterTrustedThroughAnotherHome: a plugin key writes at
+// home B first, so A (paired with B) trusts it through B's vouch; then it
+// writes through A's local API. A lists it and vouches for it itself, so
+// when B's owner distrusts it (B withdraws its vouch), the claims written
+// through A's own API still count on A: another home does not decide for
+// A's local writer.
+func TestAutoTrust_LocalWriterTrustedThroughAnotherHome(t *testing.T) {
+	ctx := context.Background()
+	a, b := pairedHomes(t)
+	plugin := signer(t)
+	x, y := testCID(7001), testCID(7002)
+	submitAccepted(t, b, plugin.Text(x, "title", "written at B", nowMS()))
+	waitFor(t, 30*time.Second, "A trusts the plugin through B's vouch", func() error {
+		if !a.Store().Trusted(plugin.UID()) {
+			return errNo
+		}
+		return hasField(ctx, a.Store(), x, "title", "written at B")
+	})
+	submitAccepted(t, a, plugin.Text(y, "title", "written at A", nowMS()))
+	if err := ownDecision(t, a, plugin.UID()); err != nil {
+		t.Fatalf("after its write through A's API: %v", err)
+	}
+	if err := b.Distrust(ctx, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "B's withdrawal to reach A", func() error {
+		if slices.Contains(trustEntry(t, a, plugin.UID()).VouchedBy, b.UID()) {
+			return errNo
+		}
+		return nil
+	})
+	if !a.Store().Trusted(plugin.UID()) {
+		t.Fatalf("A no longer trusts a signer that wrote through A's own API once B withdrew its vouch: %v",
+			hasField(ctx, a.Store(), y, "title", "written at A"))
+	}
+	if err := hasField(ctx, a.Store(), y, "title", "written at A"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAutoTrust_PreTrustedLocalWriterIsVouched: the owner trust-adds a
+// plugin's uid before its first write. That write through the local API
+// vouches for it (the owner's row and note stay), so B, paired with A,
+// accepts its claims.
+func TestAutoTrust_PreTrustedLocalWriterIsVouched(t *testing.T) {
+	ctx := context.Background()
+	a, b := pairedHomes(t)
+	plugin := signer(t)
+	if err := a.Trust(ctx, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	before := trustEntry(t, a, plugin.UID())
+	x := testCID(7101)
+	submitAccepted(t, a, plugin.Text(x, "title", "plugin at A", nowMS()))
+	if err := ownDecision(t, a, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if e := trustEntry(t, a, plugin.UID()); e.Note != before.Note || !e.Added.Equal(before.Added) {
+		t.Fatalf("auto-trust rewrote the owner's row: %q %v, was %q %v", e.Note, e.Added, before.Note, before.Added)
+	}
+	waitFor(t, 30*time.Second, "B accepts the plugin A's owner trusted before its first write", func() error {
+		return hasField(ctx, b.Store(), x, "title", "plugin at A")
+	})
+}
+
+// TestAutoTrust_OpenToListKeepsLocalWriters: a home run with --trust open
+// records its local writers too (list row and vouch), so restarted with
+// --trust list its own plugin's record, written once through its API,
+// still counts.
+func TestAutoTrust_OpenToListKeepsLocalWriters(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t, dataDir(t, "a"))
+	cfg.Trust = store.TrustOpen
+	a := openNodeNoCleanup(t, cfg)
+	plugin := signer(t)
+	x := testCID(7301)
+	submitAccepted(t, a, plugin.Text(x, "title", "imported once", nowMS()))
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Trust = store.TrustList
+	a = openNode(t, cfg)
+	if err := hasField(ctx, a.Store(), x, "title", "imported once"); err != nil {
+		t.Fatalf("after --trust open -> list, the home's own plugin's record is gone: %v (trusted=%v)",
+			err, a.Store().Trusted(plugin.UID()))
+	}
+	if err := ownDecision(t, a, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDistrust_WithdrawsVouchInOpenMode: A vouched for its plugin in list
+// mode and is restarted with --trust open. trust rm of the (leaked) plugin
+// key withdraws A's vouch all the same, so B, paired with A, stops trusting
+// it; trust add vouches again, and B follows.
+func TestDistrust_WithdrawsVouchInOpenMode(t *testing.T) {
+	ctx := context.Background()
+	cfgA := testConfig(t, dataDir(t, "a"))
+	a := openNodeNoCleanup(t, cfgA)
+	b := joinHome(t, a, testConfig(t, dataDir(t, "b")))
+	plugin := signer(t)
+	x := testCID(7401)
+	submitAccepted(t, a, plugin.Text(x, "title", "p", nowMS()))
+	waitFor(t, 30*time.Second, "B accepts A's plugin", func() error { return hasField(ctx, b.Store(), x, "title", "p") })
+	addr := a.Addrs()[0]
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfgA.Trust = store.TrustOpen
+	cfgA.Listen = []string{addr[:strings.Index(addr, "/p2p/")]} // same address: B reconnects
+	cfgA.Bootstrap = b.Addrs()[:1]
+	a = openNode(t, cfgA)
+	if err := a.Distrust(ctx, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	peer, err := store.PeerIDCID(a.UID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Live claims only: a retraction is not listed (none at all: not found).
+	gc, err := a.Store().Claims(ctx, peer, store.ClaimFilter{Key: store.VouchPrefix + plugin.UID()})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if len(gc.Claims) != 0 {
+		t.Fatalf("A's vouch stands after trust rm in open mode: %+v", gc.Claims)
+	}
+	waitFor(t, 30*time.Second, "B stops trusting the plugin", func() error {
+		if b.Store().Trusted(plugin.UID()) {
+			return fmt.Errorf("B's entry: %+v", trustEntry(t, b, plugin.UID()))
+		}
+		return nil
+	})
+	if err := a.Trust(ctx, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+	// trust add itself signs the vouch again, before it returns.
+	gc, err = a.Store().Claims(ctx, peer, store.ClaimFilter{Key: store.VouchPrefix + plugin.UID()})
+	if err != nil || len(gc.Claims) != 1 {
+		t.Fatalf("A's vouch after trust add in open mode: %+v, %v", gc.Claims, err)
+	}
+	waitFor(t, 30*time.Second, "B trusts the plugin again", func() error {
+		if !b.Store().Trusted(plugin.UID()) {
+			return errNo
+		}
+		return nil
+	})
+}
