@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -184,4 +185,37 @@ func TestDistrust_WithdrawsVouchInOpenMode(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAutoTrust_NodeKeyIsNoLocalWriter: a claim the node's own key signs,
+// written through the local API, counts (the own uid is always trusted)
+// and vouches for nothing: the node does not vouch for its own key, nor
+// list it.
+func TestAutoTrust_NodeKeyIsNoLocalWriter(t *testing.T) {
+	ctx := context.Background()
+	dir := dataDir(t, "a")
+	a := openNode(t, testConfig(t, dir))
+	self, _, err := node.LoadOrCreateIdentity(filepath.Join(dir, node.KeyFile))
+	if err != nil || self.UID() != a.UID() {
+		t.Fatalf("the node's key: %v", err)
+	}
+	x := testCID(7501)
+	submitAccepted(t, a, self.Text(x, "title", "by the node", nowMS()))
+	if err := hasField(ctx, a.Store(), x, "title", "by the node"); err != nil {
+		t.Fatal(err)
+	}
+	peer, err := store.PeerIDCID(a.UID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc, err := a.Store().Claims(ctx, peer, store.ClaimFilter{Key: store.VouchPrefix + a.UID()})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if len(gc.Claims) != 0 {
+		t.Fatalf("the node vouched for its own key: %+v", gc.Claims)
+	}
+	if e := trustEntry(t, a, a.UID()); e.Source != "own" {
+		t.Fatalf("the node's own entry: %+v", e)
+	}
 }

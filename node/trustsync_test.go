@@ -208,11 +208,20 @@ func waitMS(ts uint64) {
 // local plugin (the node withdraws its vouch), then restores a backup taken
 // before that; the withdrawal comes back by catch-up. At open the node
 // distrusts the plugin again, says so, and signs nothing: the plugin's
-// claims stop counting and a local write does not trust it again.
+// claims stop counting and a local write does not trust it again. In open
+// mode too: its vouch counts at paired list homes, and its distrust is the
+// one thing that keeps the plugin out there.
 func TestTrustSync_RestoredBackupDistrustsAgain(t *testing.T) {
+	for _, mode := range []store.TrustMode{store.TrustList, store.TrustOpen} {
+		t.Run(string(mode), func(t *testing.T) { restoredBackupDistrustsAgain(t, mode) })
+	}
+}
+
+func restoredBackupDistrustsAgain(t *testing.T, mode store.TrustMode) {
 	ctx := context.Background()
 	dir := dataDir(t, "a")
 	cfg := testConfig(t, dir)
+	cfg.Trust = mode
 	plugin, x := signer(t), testCID(90)
 
 	a := openNodeNoCleanup(t, cfg)
