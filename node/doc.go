@@ -15,9 +15,10 @@
 // of its own that forwards the store's trust changes to the swarm (a re-sync)
 // and reconciles the trust list with the node's vouches on those changes and
 // every 30 s. Close cancels it, waits, and closes the components in reverse
-// order. Trust commands, auto-trust of new local writers and that check are
-// serialised by one mutex (trustMu), held across a store call and a vouch. The
-// api.Node methods are safe for concurrent use (each request runs on its own
-// net/http goroutine); they share no node state beyond the components, which
-// are safe for concurrent use themselves.
+// order. Trust commands, auto-trust of local writers, the trust changes of
+// pairing (both sides) and that check are serialised by one mutex (trustMu),
+// held across a store call and a vouch. The api.Node methods are safe for
+// concurrent use (each request runs on its own net/http goroutine); they
+// share no node state beyond the components, which are safe for concurrent
+// use themselves.
 package node

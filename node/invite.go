@@ -207,26 +207,44 @@ func (n *Node) Invite(ctx context.Context, ttl time.Duration) (api.InviteRespons
 // but a uid the owner distrusted is refused: a token it still holds must
 // not undo the owner's trust rm.
 func (n *Node) answerPair(ctx context.Context, uid string, token []byte) swarm.PairAnswer {
-	refuse := swarm.PairAnswer{Message: "unknown, used or expired invite: ask the other home for a new code (it runs metanode invite)"}
+	if msg := n.admitJoiner(ctx, uid, token); msg != "" {
+		return swarm.PairAnswer{Message: msg}
+	}
+	// The trust change re-syncs with peers (watchTrust): the
+	// joiner's claims, refused until now, come in.
+	share, err := n.joinerShare(ctx)
+	if err != nil {
+		// Only the joiner's progress line depends on it: pair anyway.
+		n.log.Warn("pairing: count the claims the joiner accepts", "err", err)
+		share = int64(n.store.SyncSet().Len())
+	}
+	n.log.Info("paired with a new home", "uid", uid, "claims", share)
+	return swarm.PairAnswer{OK: true, Claims: share}
+}
+
+// admitJoiner checks the token, marks the invite used by uid and trusts
+// uid, or answers why not. It holds trustMu, as trust add and rm do: a
+// trust rm either comes first and is seen here, or comes after the pairing
+// and stands.
+func (n *Node) admitJoiner(ctx context.Context, uid string, token []byte) string {
+	const refuse = "unknown, used or expired invite: ask the other home for a new code (it runs metanode invite)"
 	if n.cfg.DataDir == "" {
 		return refuse
 	}
 	h := tokenHash(token)
 	now := n.cfg.Now()
-	// As trust add and rm: a trust rm either comes first and is seen
-	// below, or comes after the pairing and stands.
 	n.trustMu.Lock()
 	defer n.trustMu.Unlock()
 	if n.store.Distrusted(uid) {
 		n.log.Info("pairing refused: the joiner's uid is distrusted", "uid", uid)
-		return swarm.PairAnswer{Message: "this home's owner distrusts your node uid (metanode trust rm); only they can trust it again (metanode trust add)"}
+		return "this home's owner distrusts your node uid (metanode trust rm); only they can trust it again (metanode trust add)"
 	}
 	n.invMu.Lock()
 	list, err := n.readInvites()
 	if err != nil {
 		n.invMu.Unlock()
 		n.log.Warn("pairing: read invites", "err", err)
-		return swarm.PairAnswer{Message: "the inviter cannot read its invites"}
+		return "the inviter cannot read its invites"
 	}
 	found := -1
 	for i, p := range list {
@@ -243,26 +261,17 @@ func (n *Node) answerPair(ctx context.Context, uid string, token []byte) swarm.P
 	n.invMu.Unlock()
 	if err != nil {
 		n.log.Warn("pairing: write invites", "err", err)
-		return swarm.PairAnswer{Message: "the inviter cannot record the invite"}
+		return "the inviter cannot record the invite"
 	}
 	// A retry by a joiner already on the list changes nothing: its row
 	// (and note) stay as they are.
 	if listed, err := n.listed(ctx, uid); err != nil || !listed {
 		if err := n.store.Trust(ctx, uid, "paired"); err != nil {
 			n.log.Warn("pairing: trust joiner", "uid", uid, "err", err)
-			return swarm.PairAnswer{Message: "the inviter cannot update its trust list"}
+			return "the inviter cannot update its trust list"
 		}
 	}
-	// The trust change re-syncs with peers (watchTrust): the
-	// joiner's claims, refused until now, come in.
-	share, err := n.joinerShare(ctx)
-	if err != nil {
-		// Only the joiner's progress line depends on it: pair anyway.
-		n.log.Warn("pairing: count the claims the joiner accepts", "err", err)
-		share = int64(n.store.SyncSet().Len())
-	}
-	n.log.Info("paired with a new home", "uid", uid, "claims", share)
-	return swarm.PairAnswer{OK: true, Claims: share}
+	return ""
 }
 
 // Pair presents an invite to its inviter: the joining side of pairing.

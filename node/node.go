@@ -49,8 +49,9 @@ type Node struct {
 	invMu sync.Mutex // serialises reads and writes of the invites file
 
 	// trustMu serialises the node's trust changes (trust add and rm, auto-
-	// trust of local writers, reconcileTrust): each changes the trust table
-	// and then signs a vouch, and the reconciliation must not see half of one.
+	// trust of local writers, pairing, reconcileTrust): each changes the
+	// trust table and then signs a vouch, and the reconciliation must not see
+	// half of one; a pairing must not trust a uid a trust rm is blocking.
 	trustMu    sync.Mutex
 	trustEvery time.Duration // reconcileTrust's period (trustCheckEvery)
 	// clockAhead: uid -> ts of an own vouch claim too far ahead of the
