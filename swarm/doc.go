@@ -25,8 +25,10 @@
 // validator on its own goroutines;
 // Close waits for the handlers too. The validator submits to the Store
 // itself only for a message that carries a vouch for a signer of the same
-// message (one synchronous commit); other verified gossip goes through the
-// store workers. Close cancels the context, waits for
+// message (one synchronous commit), and reads it (one batched query) to
+// skip claims it holds a newer row for; other verified gossip goes through
+// the store workers, which hand the claims of an ignored message that the
+// store took as new back to the publisher. Close cancels the context, waits for
 // every loop, then closes the DHT, pubsub and the host it built, in that
 // order. Shared state (penalties, refused claims, per-peer figures) sits
 // behind small mutexes; nothing holds a lock across I/O.

@@ -160,13 +160,15 @@ func scoreThresholds() *pubsub.PeerScoreThresholds {
 }
 
 // validate is the topic validator: decode and bound, skip claims already
-// held, check, apply the trust policy and the peer's rate, verify the rest
-// in parallel. Reject (penalised) for anything malformed or a bad
-// signature; Ignore (no penalty) when nothing new and trusted is left, or
-// some claim is untrusted, future-dated or over the rate; else Accept.
-// Valid trusted new claims of an ignored message are stored anyway (not
-// forwarded; sync carries them on). A message that vouches for a signer
-// and carries that signer's claims is accepted whole (admitVouched).
+// held, check, apply the trust policy and the peer's rate, skip claims the
+// store holds a newer row for (stale), verify the rest in parallel.
+// Reject (penalised) for anything malformed or a bad signature; Ignore (no
+// penalty) when nothing new and trusted is left, or some claim is
+// untrusted, future-dated or over the rate; else Accept. Valid trusted new
+// claims of an ignored message are stored anyway and, those the store
+// takes as new, published again as this node's own batch (relayGossip). A
+// message that vouches for a signer and carries that signer's claims is
+// accepted whole (admitVouched).
 func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	if from == s.host.ID() {
 		return pubsub.ValidationAccept // our own batch: stored and verified already
@@ -250,6 +252,12 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 			ignore = true
 		}
 	}
+	// Stale claims (a signer's superseded or current claims, replayed by
+	// anyone: they are genuine and verify) change nothing here: skipped
+	// like known ones, so they neither spend their signer's budget nor make
+	// a message worth forwarding. Read after the peer's rate is charged,
+	// so each read is paid for.
+	stale, staleIDs := s.dropStale(ctx, &fresh, &ids)
 	if !s.verifyGossip(from, fresh, ids) {
 		return pubsub.ValidationReject
 	}
@@ -271,12 +279,12 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 	if !ignore && len(known) > 0 && !s.limiter.allow(from, len(known)) {
 		ignore = true
 	}
-	if !ignore && !s.verifyGossip(from, known, knownIDs) {
+	if !ignore && !s.verifyGossip(from, append(known, stale...), append(knownIDs, staleIDs...)) {
 		return pubsub.ValidationReject
 	}
 	if ignore {
 		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
-		s.storeGossip(ctx, fresh)
+		s.storeGossip(ctx, gossipBatch{claims: fresh, relay: true})
 		return pubsub.ValidationIgnore
 	}
 	s.met.gossipMsgs.WithLabelValues("accepted").Inc()
@@ -380,10 +388,56 @@ func vouchesFirst(claims []store.Claim) {
 	})
 }
 
+// dropStale moves out of fresh the claims the store holds the same or a
+// newer row for and returns them (with their ids). On a store error it
+// keeps them all: the store judges them again when they are submitted.
+func (s *Swarm) dropStale(ctx context.Context, fresh *[]store.Claim, ids *[]store.ID) ([]store.Claim, []store.ID) {
+	if len(*fresh) == 0 {
+		return nil, nil
+	}
+	old, err := s.cfg.Store.Superseded(ctx, *fresh, *ids)
+	if err != nil {
+		if ctx.Err() == nil && s.ctx.Err() == nil {
+			s.log.Warn("gossip: stale check", "err", err)
+		}
+		return nil, nil
+	}
+	var stale []store.Claim
+	var staleIDs []store.ID
+	keepC, keepID := (*fresh)[:0], (*ids)[:0]
+	for i := range *fresh {
+		if old[i] {
+			stale, staleIDs = append(stale, (*fresh)[i]), append(staleIDs, (*ids)[i])
+			continue
+		}
+		keepC, keepID = append(keepC, (*fresh)[i]), append(keepID, (*ids)[i])
+	}
+	if len(stale) > 0 {
+		s.met.gossipClaims.WithLabelValues("stale").Add(float64(len(stale)))
+	}
+	*fresh, *ids = keepC, keepID
+	return stale, staleIDs
+}
+
+// gossipBatch is verified gossip on its way to the store. relay marks the
+// claims of an ignored message: not forwarded by pubsub, so those the
+// store takes as new are published again as this node's own batch. Else
+// whoever first bundles a trusted claim with one junk claim would stop
+// this node relaying it live: the genuine message, arriving second, holds
+// only known claims (trust review R7-T3). Messages are content-addressed,
+// so a peer that has the same batch already drops the copy unread.
+type gossipBatch struct {
+	claims []store.Claim
+	relay  bool
+}
+
 // storeGossip queues verified claims for the store.
-func (s *Swarm) storeGossip(ctx context.Context, claims []store.Claim) {
+func (s *Swarm) storeGossip(ctx context.Context, b gossipBatch) {
+	if len(b.claims) == 0 {
+		return
+	}
 	select {
-	case s.gossipIn <- claims:
+	case s.gossipIn <- b:
 	case <-ctx.Done():
 	case <-s.ctx.Done():
 	}
@@ -400,7 +454,7 @@ func (s *Swarm) runGossipReader(ctx context.Context) {
 			continue
 		}
 		if claims, ok := msg.ValidatorData.([]store.Claim); ok && len(claims) > 0 {
-			s.storeGossip(ctx, claims)
+			s.storeGossip(ctx, gossipBatch{claims: claims})
 		}
 	}
 }
@@ -435,14 +489,29 @@ func (s *Swarm) runGossipStore(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case claims := <-s.gossipIn:
+		case b := <-s.gossipIn:
 			// Take whatever else is queued too: one commit for a burst (a
 			// commit costs the store far more than a claim in it).
+			claims := b.claims
+			var relay []bool // per claim, once any batch is to be relayed
+			mark := func(b gossipBatch, from int) {
+				if b.relay && relay == nil {
+					relay = make([]bool, from, len(claims))
+				}
+				if relay != nil {
+					for range b.claims {
+						relay = append(relay, b.relay)
+					}
+				}
+			}
+			mark(b, 0)
 		drain:
 			for len(claims) < maxGossipClaims {
 				select {
 				case more := <-s.gossipIn:
-					claims = append(claims[:len(claims):len(claims)], more...)
+					n := len(claims)
+					claims = append(claims[:n:n], more.claims...)
+					mark(more, n)
 				default:
 					break drain
 				}
@@ -455,12 +524,20 @@ func (s *Swarm) runGossipStore(ctx context.Context) {
 				}
 				continue
 			}
+			var again []store.Claim
 			for i, r := range res {
 				// Not of interest (an interest-mode node's filter) is
 				// neutral: not refused, so a later interest may still bring it.
 				if r.Outcome == store.Rejected && !errors.Is(r.Err, ErrNotInterested) && errors.Is(r.Err, store.ErrUntrusted) {
 					s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID}, gen)
 				}
+				if r.Stored && relay != nil && relay[i] {
+					again = append(again, claims[i])
+				}
+			}
+			if len(again) > 0 {
+				s.met.gossipRelayed.Add(float64(len(again)))
+				s.Publish(again)
 			}
 			s.counters.gossipStored.Add(int64(len(claims)))
 		}
@@ -540,10 +617,15 @@ func (h minLevel) WithGroup(name string) slog.Handler {
 }
 
 // limitSigners drops the claims of signers past their gossip rate, whoever
-// relays them: a flood by one key (a compromised plugin) is not verified,
-// stored or forwarded at full speed. The relaying peer is not at fault; the
-// claims still arrive later by sync, which is bounded per peer. It reports
-// whether it dropped any.
+// relays them: a flood by one key (a compromised plugin) is not stored or
+// forwarded at full speed. The relaying peer is not at fault; the claims
+// still arrive later by sync, which is bounded per peer. Only claims new to
+// this node reach it (known and stale ones are skipped before, forged ones
+// fail verification), so only the signer's own new claims spend its
+// budget, and a claim over it means the signer itself writes faster than
+// the rate: dropping is then what the limit is for (storing them anyway
+// would let a leaked key cost every relay a commit per claim, at the rate
+// of all its relays together). It reports whether it dropped any.
 func (s *Swarm) limitSigners(fresh *[]store.Claim, ids *[]store.ID) bool {
 	if len(*fresh) == 0 {
 		return false

@@ -17,6 +17,7 @@ type metrics struct {
 	gossipDuplicates  prometheus.Counter     // messages pubsub dropped as already seen
 	gossipRecvBytes   prometheus.Counter     // RPC bytes received (topic data and control)
 	gossipPublished   prometheus.Counter
+	gossipRelayed     prometheus.Counter // claims of ignored messages published again
 	publishDropped    prometheus.Counter
 	invalidDeliveries prometheus.Counter
 	peersBlocked      prometheus.Counter
@@ -49,10 +50,11 @@ func newMetrics(s *Swarm) *metrics {
 	}
 	m := &metrics{
 		gossipMsgs:        vec("gossip_messages_total", "Gossip messages validated, by result (accepted, ignored, rejected).", "result"),
-		gossipClaims:      vec("gossip_claims_total", "Claims in received gossip, by fate (new, known, untrusted, future, invalid, ratelimited).", "fate"),
+		gossipClaims:      vec("gossip_claims_total", "Claims in received gossip, by fate (new, known, stale, untrusted, future, invalid, ratelimited).", "fate"),
 		gossipDuplicates:  counter("gossip_duplicate_messages_total", "Gossip messages received again and dropped by pubsub."),
 		gossipRecvBytes:   counter("gossip_received_bytes_total", "Bytes of pubsub RPCs received (messages and control)."),
 		gossipPublished:   counter("gossip_published_claims_total", "Local claims published to the topic."),
+		gossipRelayed:     counter("gossip_relayed_claims_total", "Claims of ignored gossip messages (untrusted, future-dated or over-rate claims with them) that this node stored as new and published again as its own batch."),
 		publishDropped:    counter("gossip_publish_dropped_claims_total", "Local claims not gossiped because the publish queue was full (sync carries them)."),
 		invalidDeliveries: counter("invalid_deliveries_total", "Deliveries of malformed or badly signed claims, any protocol."),
 		peersBlocked:      counter("peers_blocked_total", "Peers disconnected and refused after repeated invalid deliveries."),
@@ -79,7 +81,7 @@ func newMetrics(s *Swarm) *metrics {
 		return 0
 	})
 	m.all = []prometheus.Collector{m.gossipMsgs, m.gossipClaims, m.gossipDuplicates, m.gossipRecvBytes,
-		m.gossipPublished, m.publishDropped, m.invalidDeliveries, m.peersBlocked, m.syncSessions, m.syncBytes,
+		m.gossipPublished, m.gossipRelayed, m.publishDropped, m.invalidDeliveries, m.peersBlocked, m.syncSessions, m.syncBytes,
 		m.syncClaims, m.syncRoundTrips, m.fetches, m.provides, m.lookups, m.provideQ, m.routingSize, m.peers}
 	return m
 }

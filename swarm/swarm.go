@@ -32,6 +32,12 @@ type Store interface {
 	ClaimsInRange(ctx context.Context, lo, hi store.SyncItem, limit int) ([]store.Claim, error)
 	FetchClaims(ctx context.Context, cid string) ([]store.Claim, error)
 	CIDs(ctx context.Context, after string, limit int) ([]string, error)
+	// Superseded reports which claims the stored row of their (cid, key,
+	// signer) equals or beats: the gossip validator skips them before they
+	// spend a signer's budget.
+	Superseded(ctx context.Context, claims []store.Claim, ids []store.ID) ([]bool, error)
+	// HasCID reports whether the store holds claims about cid.
+	HasCID(ctx context.Context, cid string) (bool, error)
 }
 
 var _ Store = (*store.Store)(nil)
@@ -181,7 +187,7 @@ type Swarm struct {
 	relays    []peer.AddrInfo
 
 	pubCh     chan []store.Claim // Publish → batcher
-	gossipIn  chan []store.Claim // validated gossip → store
+	gossipIn  chan gossipBatch   // validated gossip → store
 	connCh    chan peer.ID       // new connections → sync scheduler
 	resyncCh  chan struct{}
 	cascadeCh chan peer.ID       // sessions that brought claims in → sync the other peers
@@ -251,7 +257,7 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.pubCh = make(chan []store.Claim, 1024)
-	s.gossipIn = make(chan []store.Claim, 256)
+	s.gossipIn = make(chan gossipBatch, 256)
 	s.connCh = make(chan peer.ID, 256)
 	s.resyncCh = make(chan struct{}, 1)
 	s.cascadeCh = make(chan peer.ID, 64)
