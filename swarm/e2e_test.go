@@ -266,8 +266,10 @@ func TestInterest_FetchOnConnect(t *testing.T) {
 // for fetches them from a peer.
 func TestLookup_ConnectedPeer(t *testing.T) {
 	mn := newMocknet(t)
-	a := newNode(t, nodeOpt{mn: mn, trust: store.TrustList})
-	b := newNode(t, nodeOpt{mn: mn})
+	// No sync: it would bring the claims first, and the lookup would find
+	// them held (n = 0).
+	a := newNode(t, nodeOpt{mn: mn, trust: store.TrustList, swarm: noAutoSync})
+	b := newNode(t, nodeOpt{mn: mn, swarm: noAutoSync})
 	w, _ := store.GenerateSigner()
 	b.submit(t, signMany(w, 0, 5, uint64(time.Now().UnixMilli())-1000))
 	if err := a.st.Trust(context.Background(), w.UID(), ""); err != nil {

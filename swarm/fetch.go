@@ -126,19 +126,26 @@ var ErrOnlyUntrusted = errors.New("peers hold claims about it only by signers th
 // fetchFrom asks p for the claims of cids and stores them (the store
 // verifies). It returns how many the store did not reject.
 func (s *Swarm) fetchFrom(ctx context.Context, p peer.ID, cids []string) (int, error) {
-	n, _, err := s.fetchCounting(ctx, p, cids)
-	return n, err
+	fc, err := s.fetchCounting(ctx, p, cids)
+	return fc.taken, err
 }
 
-// fetchCounting is fetchFrom that also reports how many claims were
-// refused because their signers are not trusted.
-func (s *Swarm) fetchCounting(ctx context.Context, p peer.ID, cids []string) (stored, untrusted int, err error) {
+// fetchCount is what one fetch answer did to the store.
+type fetchCount struct {
+	taken     int // claims the store did not reject
+	added     int // claims stored as new about a cid of the asked group
+	held      int // claims about the asked group already held (same or newer row)
+	untrusted int // claims refused because their signers are not trusted
+}
+
+// fetchCounting is fetchFrom with the detail of a fetchCount.
+func (s *Swarm) fetchCounting(ctx context.Context, p peer.ID, cids []string) (fc fetchCount, err error) {
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
 	st, err := s.host.NewStream(ctx, p, ProtocolFetch)
 	if err != nil {
 		s.met.fetches.WithLabelValues("error").Inc()
-		return 0, 0, fmt.Errorf("fetch from %s: %w", p, err)
+		return fc, fmt.Errorf("fetch from %s: %w", p, err)
 	}
 	claims, err := readFetch(ctx, st, cids)
 	if err != nil {
@@ -146,19 +153,19 @@ func (s *Swarm) fetchCounting(ctx context.Context, p peer.ID, cids []string) (st
 		if errors.Is(err, errProtocol) {
 			s.penalize(p, "fetch: "+err.Error())
 		}
-		return 0, 0, fmt.Errorf("fetch from %s: %w", p, err)
+		return fc, fmt.Errorf("fetch from %s: %w", p, err)
 	}
 	if len(claims) == 0 {
 		s.met.fetches.WithLabelValues("empty").Inc()
-		return 0, 0, nil
+		return fc, nil
 	}
 	gen := s.refused.generation()
 	claims, refused := s.dropUntrusted(claims)
 	for _, it := range refused {
 		s.refused.add(it, gen)
 	}
-	untrusted = len(refused)
-	claims, unasked := s.boundToRequest(claims, cids)
+	fc.untrusted = len(refused)
+	claims, onGroup, unasked := s.boundToRequest(claims, cids)
 	if unasked > 0 {
 		// Not a strike: an honest peer's group can hold cids joined by
 		// links this node does not take (signers it does not trust).
@@ -166,23 +173,30 @@ func (s *Swarm) fetchCounting(ctx context.Context, p peer.ID, cids []string) (st
 	}
 	if len(claims) == 0 {
 		s.met.fetches.WithLabelValues("ok").Inc()
-		return 0, untrusted, nil
+		return fc, nil
 	}
 	vouchesFirst(claims) // a vouch in the response trusts its signer's claims in it
 	res, err := s.cfg.Store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginFetch})
 	if err != nil {
-		return 0, untrusted, fmt.Errorf("store fetched claims: %w", err)
+		return fc, fmt.Errorf("store fetched claims: %w", err)
 	}
-	n, bad := 0, 0
+	bad := 0
 	for i, r := range res {
 		switch {
 		case r.Outcome != store.Rejected:
-			n++
+			fc.taken++
+			switch {
+			case !onGroup[claims[i].CID]: // a vouch kept for what it decides
+			case r.Stored:
+				fc.added++
+			default:
+				fc.held++
+			}
 		case errors.Is(r.Err, ErrNotInterested):
 			// Neutral: not held against the peer, not remembered as refused.
 		case errors.Is(r.Err, store.ErrUntrusted):
 			s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID}, gen)
-			untrusted++
+			fc.untrusted++
 		case isInvalid(r.Err):
 			bad++
 		}
@@ -191,7 +205,7 @@ func (s *Swarm) fetchCounting(ctx context.Context, p peer.ID, cids []string) (st
 		s.penalize(p, fmt.Sprintf("fetch: %d invalid claims", bad))
 	}
 	s.met.fetches.WithLabelValues("ok").Inc()
-	return n, untrusted, nil
+	return fc, nil
 }
 
 // boundToRequest keeps the claims of a fetch answer that the request asked
@@ -203,8 +217,9 @@ func (s *Swarm) fetchCounting(ctx context.Context, p peer.ID, cids []string) (st
 // dropUntrusted, so every link's signer is trusted; a link must also carry
 // a valid signature to join cids, else a forged link would pull in
 // genuine claims about cids nobody asked for. It returns the kept claims
-// (in place) and how many were dropped.
-func (s *Swarm) boundToRequest(claims []store.Claim, asked []string) ([]store.Claim, int) {
+// (in place), the cids of the asked group among them (the vouches kept
+// only for what they decide are not on it) and how many were dropped.
+func (s *Swarm) boundToRequest(claims []store.Claim, asked []string) ([]store.Claim, map[string]bool, int) {
 	g := cidUnion{}
 	var links []store.Claim
 	for i := range claims {
@@ -229,15 +244,17 @@ func (s *Swarm) boundToRequest(claims []store.Claim, asked []string) ([]store.Cl
 		roots[g.find(c)] = true
 	}
 	out := claims[:0]
+	onGroup := make(map[string]bool, len(asked))
 	for i := range claims {
 		c := &claims[i]
 		if roots[g.find(c.CID)] {
 			out = append(out, *c)
+			onGroup[c.CID] = true
 		} else if _, ok := liveVouch(c); ok && s.cfg.Store.Trusted(c.UID) {
 			out = append(out, *c)
 		}
 	}
-	return out, len(claims) - len(out)
+	return out, onGroup, len(claims) - len(out)
 }
 
 // cidUnion is a union-find over cids: the groups that links join.
@@ -366,7 +383,8 @@ func interestBatches(cids []string, off int) [][]string {
 }
 
 // Lookup finds peers that hold claims about cid, fetches, verifies and
-// stores the claims of its group, and returns how many were stored.
+// stores the claims of its group, and returns how many new ones were
+// stored (0 when the store turned out to hold them already).
 // ErrNotFound when no peer knows it within the lookup timeout; wrapping
 // ErrOnlyUntrusted too when peers answered, but only with claims by
 // signers this node does not trust.
@@ -377,7 +395,8 @@ func interestBatches(cids []string, off int) [][]string {
 // within lookupDial and without the diagnosis path of dial, and the
 // connected peers are asked once the providers are exhausted or after
 // lookupDial (at most half the budget), whichever comes first. The first
-// peer that answers with claims the store takes ends the lookup.
+// peer whose answer stores something new about the cid's group ends the
+// lookup (see lookup.answered).
 func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
 	if !s.isOpen() {
 		return 0, errNotOpen
@@ -481,14 +500,15 @@ func (l *lookup) ask(ctx context.Context, wg *sync.WaitGroup, ai peer.AddrInfo, 
 				return
 			}
 		}
-		n, u, err := s.fetchCounting(ctx, ai.ID, []string{l.cid})
+		fc, err := s.fetchCounting(ctx, ai.ID, []string{l.cid})
 		if err != nil {
 			s.log.Debug("lookup fetch", "peer", ai.ID, "cid", l.cid, "err", err)
 		}
-		l.untrusted.Add(int64(u))
-		if err != nil || n == 0 {
+		l.untrusted.Add(int64(fc.untrusted))
+		if err != nil || !l.answered(ctx, fc) {
 			return
 		}
+		n := fc.added
 		select {
 		case l.found <- n:
 			if provider {
@@ -497,6 +517,23 @@ func (l *lookup) ask(ctx context.Context, wg *sync.WaitGroup, ai peer.AddrInfo, 
 		default: // another peer answered first
 		}
 	})
+}
+
+// answered reports whether an answer ends the lookup: it stored something
+// new about the asked cid's group, or it held only what the store had
+// already and the store now holds the cid (another lookup or gossip brought
+// it meanwhile). Vouches and copies of claims already held are otherwise
+// neutral: any peer can replay them at once, and ending the lookup on them
+// would cancel the honest peers' answers (trust review R7-T7).
+func (l *lookup) answered(ctx context.Context, fc fetchCount) bool {
+	if fc.added > 0 {
+		return true
+	}
+	if fc.held == 0 {
+		return false
+	}
+	has, err := l.s.cfg.Store.HasCID(ctx, l.cid)
+	return err == nil && has
 }
 
 // dialProvider connects to a provider within lookupDial, after waiting for

@@ -29,8 +29,9 @@ import (
 // (Review 3, D9: the lookup dialed providers one at a time with the full
 // dial and its retries, and answered "no peer knows".)
 func TestLookup_PoisonedProvidersDoNotDeny(t *testing.T) {
-	victim := newNode(t, nodeOpt{trust: store.TrustList})
-	holder := newNode(t, nodeOpt{})
+	// No sync: it would bring the holder's claims before the lookups.
+	victim := newNode(t, nodeOpt{trust: store.TrustList, swarm: noAutoSync})
+	holder := newNode(t, nodeOpt{swarm: noAutoSync})
 	w, _ := store.GenerateSigner()
 	holder.submit(t, signMany(w, 0, 5, uint64(time.Now().UnixMilli())-1000))
 	if err := victim.st.Trust(context.Background(), w.UID(), ""); err != nil {
