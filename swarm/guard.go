@@ -16,21 +16,30 @@ import (
 // work (session.work: not claims refused or already held, which cost the
 // peer nothing), never past sessionTimeout. Whatever a session was cut
 // short of is stored as it arrived, and the next session carries on.
-// Between two frames (either way) at most frameTimeout may pass.
+// Between two frames (either way) at most frameTimeout may pass; before
+// the peer's HELLO, at most firstAnswer (a peer id that accepts a session
+// and never answers must not hold one of the few outbound slots for the
+// whole idle limit: trust review R7-T6).
 type sessionLimits struct {
 	idle    time.Duration // between two frames, either way
+	first   time.Duration // until the peer's HELLO (0: idle)
 	base    time.Duration // lifetime before counting bytes
 	minRate int64         // bytes per second that extend the lifetime
 	max     time.Duration // lifetime, however much moves
 }
 
 const (
+	// firstAnswer bounds the wait for the peer's HELLO. A responder sends
+	// it (flushed on its own) as soon as it has read the asker's first
+	// turn; one whose sync set is still loading answers ERROR 5 or, past
+	// this, is asked again at a later session.
+	firstAnswer    = 5 * time.Second
 	sessionBase    = 2 * time.Minute
 	sessionMinRate = 64 << 10 // bytes/s: a home uplink moves far more
 )
 
 var defaultSessionLimits = sessionLimits{
-	idle: frameTimeout, base: sessionBase, minRate: sessionMinRate, max: sessionTimeout,
+	idle: frameTimeout, first: firstAnswer, base: sessionBase, minRate: sessionMinRate, max: sessionTimeout,
 }
 
 // errSessionExpired: a session went idle past its limit or outlived its
@@ -47,6 +56,7 @@ type sessionGuard struct {
 	timer   *time.Timer
 	fired   bool
 	stopped bool
+	heard   bool          // the peer's HELLO came
 	held    time.Time     // when the current wait on the store began (zero: none)
 	credit  time.Duration // time spent waiting on the store: not the session's to spend
 }
@@ -74,7 +84,30 @@ func (g *sessionGuard) next(moved int64, now time.Time) time.Duration {
 		life += time.Duration(moved / g.lim.minRate * int64(time.Second))
 	}
 	life = min(life+g.credit, g.lim.max)
-	return max(0, min(g.lim.idle, g.started.Add(life).Sub(now)))
+	return max(0, min(g.idle(), g.started.Add(life).Sub(now)))
+}
+
+// idle is the limit between two frames now: the first-answer limit until
+// the peer's HELLO came. Called with mu held or by the session's goroutine.
+func (g *sessionGuard) idle() time.Duration {
+	if !g.heard && g.lim.first > 0 {
+		return min(g.lim.idle, g.lim.first)
+	}
+	return g.lim.idle
+}
+
+// heardPeer records the peer's HELLO: the idle limit applies from now on.
+func (g *sessionGuard) heardPeer() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.heard = true
+}
+
+// readLimit is the read deadline's length for the next frame.
+func (g *sessionGuard) readLimit() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.idle()
 }
 
 // progress rearms the guard at a frame boundary; moved is the session's

@@ -12,11 +12,17 @@ import (
 )
 
 const (
-	maxOutboundSyncs = 4  // sessions this node starts at once
-	maxInboundSyncs  = 8  // sessions peers may run against this node at once
-	periodicPeers    = 3  // peers reconciled with per period
-	interestEvery    = 10 // periods between interest fetches from one peer
-	sessionTimeout   = 30 * time.Minute
+	maxOutboundSyncs = 4 // sessions this node starts at once
+	// reservedSyncs more are kept for peers whose last session with this
+	// node succeeded: peer ids cost nothing, and ones that accept a session
+	// and never answer would otherwise hold every slot, so that the
+	// catch-up after a trust change (Resync: every peer) waited minutes
+	// behind them (trust review R7-T6).
+	reservedSyncs   = 1
+	maxInboundSyncs = 8  // sessions peers may run against this node at once
+	periodicPeers   = 3  // peers reconciled with per period
+	interestEvery   = 10 // periods between interest fetches from one peer
+	sessionTimeout  = 30 * time.Minute
 	// cascadeDelay: after a session brought in claims, the other peers are
 	// reconciled with this soon after, so claims recovered by sync (a
 	// healed partition, a node back online) spread past the two nodes of
@@ -40,7 +46,7 @@ const (
 func (s *Swarm) runSyncScheduler(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	sem := make(chan struct{}, maxOutboundSyncs)
+	sem := slots{any: make(chan struct{}, maxOutboundSyncs), proven: make(chan struct{}, reservedSyncs)}
 	var mu sync.Mutex
 	// running: a session with the peer is under way; again: another was
 	// asked for meanwhile (a trust change must not be lost to a session
@@ -122,7 +128,7 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 			// Every peer, the sources too: a node between two others learns
 			// from each what the other lacks. A session that moves nothing
 			// costs one round trip and cascades no further.
-			for _, p := range s.host.Network().Peers() {
+			for _, p := range s.peerStats.byPromise(s.host.Network().Peers()) {
 				start(p, false)
 			}
 			clear(sources)
@@ -138,8 +144,9 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 			// the newly trusted signers' vouches (their peer-id cids) and
 			// their claims about known cids come (sync brings none), so it
 			// runs with every peer now, as at connection, not at the next
-			// periodic turn (interestEvery periods away).
-			for _, p := range s.host.Network().Peers() {
+			// periodic turn (interestEvery periods away). Peers that answered
+			// last time first.
+			for _, p := range s.peerStats.byPromise(s.host.Network().Peers()) {
 				start(p, true)
 			}
 		case <-timer.C:
@@ -173,15 +180,43 @@ func (s *Swarm) leastRecentlySynced(n int) []peer.ID {
 	return ps[:min(n, len(ps))]
 }
 
+// slots are the outbound session slots: any peer's, and those only a peer
+// whose last session succeeded may take.
+type slots struct{ any, proven chan struct{} }
+
+// take waits for a slot and returns it (nil when ctx ends). proven says
+// whether the peer may take a reserved one; it is asked again every
+// second, since a session with the peer may succeed meanwhile (e.g. one the
+// owner started).
+func (sl slots) take(ctx context.Context, proven func() bool) chan struct{} {
+	recheck := time.NewTimer(time.Second)
+	defer recheck.Stop()
+	for {
+		var more chan struct{} // nil: never ready
+		if proven() {
+			more = sl.proven
+		}
+		select {
+		case sl.any <- struct{}{}:
+			return sl.any
+		case more <- struct{}{}:
+			return more
+		case <-ctx.Done():
+			return nil
+		case <-recheck.C:
+			recheck.Reset(time.Second)
+		}
+	}
+}
+
 // runSession runs one scheduled session with p once a slot is free; false
 // when the swarm is closing.
-func (s *Swarm) runSession(ctx context.Context, sem chan struct{}, p peer.ID, interest bool) bool {
-	select {
-	case sem <- struct{}{}:
-	case <-ctx.Done():
+func (s *Swarm) runSession(ctx context.Context, sem slots, p peer.ID, interest bool) bool {
+	slot := sem.take(ctx, func() bool { return s.peerStats.answered(p) })
+	if slot == nil {
 		return false
 	}
-	defer func() { <-sem }()
+	defer func() { <-slot }()
 	sctx, cancel := context.WithTimeout(ctx, sessionTimeout)
 	defer cancel()
 	if s.host.Network().Connectedness(p) != network.Connected {

@@ -176,6 +176,50 @@ func (ps *peerStats) get(p peer.ID) (PeerSync, bool) {
 	return *e, true
 }
 
+// answered reports whether the last session with p (either role)
+// succeeded.
+func (ps *peerStats) answered(p peer.ID) bool {
+	e, ok := ps.get(p)
+	return ok && !e.LastSync.IsZero() && e.LastError == ""
+}
+
+// byPromise orders peers for a round of sessions with all of them: those
+// whose last session succeeded first, the most recent first, then those
+// never synced, then those whose last session failed. The scheduler
+// starts their sessions in this order.
+func (ps *peerStats) byPromise(peers []peer.ID) []peer.ID {
+	type entry struct {
+		p     peer.ID
+		class int
+		last  time.Time
+	}
+	es := make([]entry, len(peers))
+	ps.mu.Lock()
+	for i, p := range peers {
+		es[i] = entry{p: p, class: 1}
+		if e, ok := ps.peers[p]; ok {
+			switch {
+			case e.LastError != "":
+				es[i].class = 2
+			case !e.LastSync.IsZero():
+				es[i].class, es[i].last = 0, e.LastSync
+			}
+		}
+	}
+	ps.mu.Unlock()
+	slices.SortStableFunc(es, func(a, b entry) int {
+		if a.class != b.class {
+			return a.class - b.class
+		}
+		return b.last.Compare(a.last)
+	})
+	out := make([]peer.ID, len(es))
+	for i := range es {
+		out[i] = es[i].p
+	}
+	return out
+}
+
 // lastSync returns when the last successful session with p ended.
 // lastTry is when the last session with p ended, failed or not: the
 // periodic sync's order, so peers whose sessions fail do not take every

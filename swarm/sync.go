@@ -262,7 +262,7 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 	rangeBytes := 0
 	for {
 		ss.guard.progress(ss.work())
-		_ = ss.stream.SetReadDeadline(time.Now().Add(ss.s.sessionLimits.idle))
+		_ = ss.stream.SetReadDeadline(time.Now().Add(ss.guard.readLimit()))
 		frame, err := ss.fr.next()
 		ss.stats.BytesRecvd = ss.fr.n
 		if err != nil {
@@ -282,6 +282,7 @@ func (ss *session) readTurn(ctx context.Context) (peerTurn, error) {
 			}
 			t.hello = &h
 			ss.hello = true
+			ss.guard.heardPeer()
 		case frameClaims:
 			claims, err := decodeClaims(frame[1:], maxFrame/minWireClaim)
 			if err != nil {
@@ -398,7 +399,12 @@ func (ss *session) sendTurn(ctx context.Context, h *hello, plan turnPlan, peerWa
 		return err
 	}
 	if h != nil {
+		// Flushed on its own: the peer hears this node at once, however
+		// long the rest of the turn takes (see firstAnswer).
 		if err := w(appendHello(nil, *h)); err != nil {
+			return fmt.Errorf("write sync frame: %w", err)
+		}
+		if err := ss.fw.flush(); err != nil {
 			return fmt.Errorf("write sync frame: %w", err)
 		}
 	}
