@@ -220,6 +220,9 @@ func TestRun_PairingUsage(t *testing.T) {
 		{[]string{"join", "mn1:e30"}, 2, "incomplete or damaged"}, // {}
 		{[]string{"join", code[:60]}, 2, "incomplete or damaged"}, // a code cut short
 		{[]string{"join", code[:len(code)-3]}, 2, "incomplete or damaged"},
+		// The code's uid is not the peer its address names: pairing would
+		// authenticate one key and trust another.
+		{[]string{"join", code}, 2, "addresses are not its inviter's"},
 		{[]string{"invite", "--ttl", "1s"}, 2, "--ttl"},
 		{[]string{"invite", "extra"}, 2, "unexpected"},
 		{[]string{"invite", "--api", "http://127.0.0.1:1"}, 1, "no node answers"},
