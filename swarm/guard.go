@@ -31,8 +31,8 @@ type sessionLimits struct {
 const (
 	// firstAnswer bounds the wait for the peer's HELLO. A responder sends
 	// it (flushed on its own) as soon as it has read the asker's first
-	// turn; one whose sync set is still loading answers ERROR 5 or, past
-	// this, is asked again at a later session.
+	// turn; one whose sync set is still loading answers ERROR 2 (not
+	// ready) within readyTimeout, below this.
 	firstAnswer    = 5 * time.Second
 	sessionBase    = 2 * time.Minute
 	sessionMinRate = 64 << 10 // bytes/s: a home uplink moves far more

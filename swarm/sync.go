@@ -19,13 +19,15 @@ import (
 const ProtocolSync protocol.ID = "/metanode/sync/1.0.0"
 
 const (
-	maxTurns       = 64               // turns in one session (32 round trips)
-	frameTimeout   = 30 * time.Second // idle limit for one frame read or write
-	readyTimeout   = 30 * time.Second // how long a responder waits for its sync set
-	claimsPage     = 1024             // claims read from the store at once
-	submitBatch    = 4096             // claims per Submit call
-	submitWorkers  = 2                // Submit calls in flight per session: verify overlaps commit
-	maxWantsInTurn = 1 << 20          // wanted claims a peer may ask for in one turn
+	maxTurns     = 64               // turns in one session (32 round trips)
+	frameTimeout = 30 * time.Second // idle limit for one frame read or write
+	// readyTimeout is how long a responder waits for its sync set before
+	// it answers ERROR 2 (not ready): within the asker's firstAnswer.
+	readyTimeout   = 4 * time.Second
+	claimsPage     = 1024    // claims read from the store at once
+	submitBatch    = 4096    // claims per Submit call
+	submitWorkers  = 2       // Submit calls in flight per session: verify overlaps commit
+	maxWantsInTurn = 1 << 20 // wanted claims a peer may ask for in one turn
 	// What one turn's RANGES may hold: an honest turn has at most maxOut
 	// ranges (each maybe after a skip) and, with id lists and sketches,
 	// about 24 MB; a peer must not make a node buffer more.
