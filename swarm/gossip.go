@@ -388,37 +388,6 @@ func vouchesFirst(claims []store.Claim) {
 	})
 }
 
-// dropStale moves out of fresh the claims the store holds the same or a
-// newer row for and returns them (with their ids). On a store error it
-// keeps them all: the store judges them again when they are submitted.
-func (s *Swarm) dropStale(ctx context.Context, fresh *[]store.Claim, ids *[]store.ID) ([]store.Claim, []store.ID) {
-	if len(*fresh) == 0 {
-		return nil, nil
-	}
-	old, err := s.cfg.Store.Superseded(ctx, *fresh, *ids)
-	if err != nil {
-		if ctx.Err() == nil && s.ctx.Err() == nil {
-			s.log.Warn("gossip: stale check", "err", err)
-		}
-		return nil, nil
-	}
-	var stale []store.Claim
-	var staleIDs []store.ID
-	keepC, keepID := (*fresh)[:0], (*ids)[:0]
-	for i := range *fresh {
-		if old[i] {
-			stale, staleIDs = append(stale, (*fresh)[i]), append(staleIDs, (*ids)[i])
-			continue
-		}
-		keepC, keepID = append(keepC, (*fresh)[i]), append(keepID, (*ids)[i])
-	}
-	if len(stale) > 0 {
-		s.met.gossipClaims.WithLabelValues("stale").Add(float64(len(stale)))
-	}
-	*fresh, *ids = keepC, keepID
-	return stale, staleIDs
-}
-
 // gossipBatch is verified gossip on its way to the store. relay marks the
 // claims of an ignored message: not forwarded by pubsub, so those the
 // store takes as new are published again as this node's own batch. Else
@@ -614,45 +583,4 @@ func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h minLevel) WithGroup(name string) slog.Handler {
 	return minLevel{h.Handler.WithGroup(name), h.min}
-}
-
-// limitSigners drops the claims of signers past their gossip rate, whoever
-// relays them: a flood by one key (a compromised plugin) is not stored or
-// forwarded at full speed. The relaying peer is not at fault; the claims
-// still arrive later by sync, which is bounded per peer. Only claims new to
-// this node reach it (known and stale ones are skipped before, forged ones
-// fail verification), so only the signer's own new claims spend its
-// budget, and a claim over it means the signer itself writes faster than
-// the rate: dropping is then what the limit is for (storing them anyway
-// would let a leaked key cost every relay a commit per claim, at the rate
-// of all its relays together). It reports whether it dropped any.
-func (s *Swarm) limitSigners(fresh *[]store.Claim, ids *[]store.ID) bool {
-	if len(*fresh) == 0 {
-		return false
-	}
-	counts := make(map[string]int, 1)
-	for i := range *fresh {
-		counts[(*fresh)[i].UID]++
-	}
-	var over map[string]bool
-	for uid, n := range counts {
-		if !s.signers.allow(uid, n) {
-			if over == nil {
-				over = make(map[string]bool)
-			}
-			over[uid] = true
-		}
-	}
-	if over == nil {
-		return false
-	}
-	keepC, keepID := (*fresh)[:0], (*ids)[:0]
-	for i := range *fresh {
-		if !over[(*fresh)[i].UID] {
-			keepC, keepID = append(keepC, (*fresh)[i]), append(keepID, (*ids)[i])
-		}
-	}
-	s.met.gossipClaims.WithLabelValues("ratelimited").Add(float64(len(*fresh) - len(keepC)))
-	*fresh, *ids = keepC, keepID
-	return true
 }

@@ -209,6 +209,7 @@ type Swarm struct {
 	penalties         *penaltyBox
 	limiter           *keyedLimiter[peer.ID] // new gossip claims per peer
 	signers           *keyedLimiter[string]  // new gossip claims per signer uid
+	charged           chargedIDs             // claims that spent their signer's budget just now
 	sessions          *peerSessions          // inbound sync sessions per peer
 	errs              *errorLog
 	peerStats         *peerStats
