@@ -61,33 +61,8 @@ func FuzzSearchFold(f *testing.F) {
 	} {
 		f.Add(seed.query, seed.prop, seed.value, seed.exact)
 	}
-	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, query, prop, value string, exact bool) {
-		q := SearchQuery{Query: query, Limit: 1000}
-		if prop != "" {
-			q.Filters = []SearchFilter{{Property: prop, Values: []string{value}, Exact: exact}}
-		}
-		hits, total, err := s.Search(ctx, q)
-		if err != nil {
-			t.Fatalf("search %+v: %v", q, err)
-		}
-		var got []string
-		for _, h := range hits {
-			got = append(got, h.RID)
-		}
-		var want []string
-		for _, rid := range rids {
-			rec, err := s.Record(ctx, rid, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if matchTokens(rid, rec.Fields, tokenize(query)) && matchFilters(rec.Fields, q.Filters) {
-				want = append(want, rid)
-			}
-		}
-		if !slices.Equal(got, want) || total != len(want) {
-			t.Fatalf("search %+v: got %v (total %d), a scan finds %v", q, got, total, want)
-		}
+		searchMatchesScan(t, s, rids, query, prop, value, exact)
 	})
 }
 
