@@ -21,18 +21,33 @@ import (
 
 func mockSwarm(t *testing.T, mn mocknet.Mocknet, i int) *Swarm {
 	t.Helper()
-	signer := storetest.Signer(100 + i)
+	return openMockSwarm(t, mn, 100+i, "/ip4/10.1.0."+string(rune('1'+i))+"/tcp/4001", store.TrustOpen, nil)
+}
+
+// openMockSwarm opens a swarm on mn with storetest signer seed, the given
+// address, its own store in trust mode; lim replaces the session limits
+// when not nil, and opts change the config before Open.
+func openMockSwarm(t *testing.T, mn mocknet.Mocknet, seed int, addr string, trust store.TrustMode, lim *sessionLimits, opts ...func(*Config)) *Swarm {
+	t.Helper()
+	signer := storetest.Signer(seed)
 	sk, err := PeerKey(signer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := mn.AddPeer(sk, ma.StringCast("/ip4/10.1.0."+string(rune('1'+i))+"/tcp/4001"))
+	h, err := mn.AddPeer(sk, ma.StringCast(addr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := storetest.Open(t, store.Config{OwnUID: signer.UID()})
-	s := New(Config{Identity: signer, Store: st, Host: h, Name: "t", SyncInterval: time.Hour,
-		Logger: storetest.Logger(t, 8)})
+	st := storetest.Open(t, store.Config{OwnUID: signer.UID(), Trust: trust})
+	cfg := Config{Identity: signer, Store: st, Host: h, Name: "t", SyncInterval: time.Hour,
+		Logger: storetest.Logger(t, 8)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := New(cfg)
+	if lim != nil {
+		s.sessionLimits = *lim
+	}
 	if err := s.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
-	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/store/storetest"
@@ -19,30 +18,7 @@ import (
 // limits when not nil, and opts change the config before Open.
 func trustSwarm(t *testing.T, mn mocknet.Mocknet, i int, trust store.TrustMode, lim *sessionLimits, opts ...func(*Config)) *Swarm {
 	t.Helper()
-	signer := storetest.Signer(700 + i)
-	sk, err := PeerKey(signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/10.7.0.%d/tcp/4001", i+1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := storetest.Open(t, store.Config{OwnUID: signer.UID(), Trust: trust})
-	cfg := Config{Identity: signer, Store: st, Host: h, Name: "t", SyncInterval: time.Hour,
-		Logger: storetest.Logger(t, 8)}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	s := New(cfg)
-	if lim != nil {
-		s.sessionLimits = *lim
-	}
-	if err := s.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return openMockSwarm(t, mn, 700+i, fmt.Sprintf("/ip4/10.7.0.%d/tcp/4001", i+1), trust, lim, opts...)
 }
 
 // TestLookup_HeldVouchAnswerIsNeutral: a fetch answer keeps live vouches
