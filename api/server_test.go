@@ -125,7 +125,13 @@ func TestMetrics(t *testing.T) {
 	s := e.openStream(t, "meta", "")
 	e.post(e.text(cidA, "year", "1", e.ts(0)))
 	s.next(t)
+	// The server counts a frame once its write returned, which may be just
+	// after the client read it: wait (bounded) for the count.
 	text := gatherText(t, e)
+	for i := 0; i < 250 && !strings.Contains(text, `metanode_sse_events_total{stream="meta"} 1`); i++ {
+		time.Sleep(20 * time.Millisecond)
+		text = gatherText(t, e)
+	}
 	for _, want := range []string{
 		`metanode_http_requests_total{code="200",route="GET /api/meta/{cid}"} 1`,
 		`metanode_http_requests_total{code="404",route="GET /api/meta/{cid}"} 1`,
