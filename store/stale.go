@@ -12,7 +12,8 @@ const supersededBatch = 256
 
 // Superseded reports, for each claim, whether the stored truth row for its
 // (cid, key, signer) is that very claim or beats it by (ts, id): storing it
-// would change nothing. ids are the claims' ids (the caller has them). The
+// would change nothing. A live link between two record cids is superseded
+// only by itself: a stale one still joins their groups. ids are the claims' ids (the caller has them). The
 // swarm asks before it charges a signer's gossip budget, so that replays of
 // a signer's old claims cost the signer nothing. It reads the truth read
 // pool in batches; a claim whose signer has no row at all is not
@@ -66,7 +67,15 @@ func (s *Store) Superseded(ctx context.Context, claims []Claim, ids []ID) ([]boo
 				}
 				stored := SyncItem{TS: uint64(ts), ID: asID(id)}
 				for _, i := range want[k] {
-					out[i] = stored.Compare(SyncItem{TS: claims[i].TS, ID: ids[i]}) >= 0
+					c := SyncItem{TS: claims[i].TS, ID: ids[i]}
+					// A live link joins groups even when its row is newer
+					// (ingest: otherwise arrival order would decide the
+					// groups), so only the very same claim changes nothing.
+					if joinsGroups(&claims[i]) {
+						out[i] = stored == c
+						continue
+					}
+					out[i] = stored.Compare(c) >= 0
 				}
 			}
 			return rows.Err()
@@ -76,4 +85,11 @@ func (s *Store) Superseded(ctx context.Context, claims []Claim, ids []ID) ([]boo
 		}
 	}
 	return out, nil
+}
+
+// joinsGroups reports whether c is a live link between two record cids,
+// which joins their groups whether or not it becomes the row.
+func joinsGroups(c *Claim) bool {
+	target, ok := c.LinkTarget()
+	return ok && !isPeerCID(c.CID) && !isPeerCID(target)
 }

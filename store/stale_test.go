@@ -71,6 +71,30 @@ func TestSuperseded_ByStoredRow(t *testing.T) {
 	}
 }
 
+// TestSuperseded_LiveLinkOnlyByItself: a live link between two record
+// cids joins their groups even when its row is newer (a retraction that
+// came first), so it is superseded only by itself; a link on a peer-id cid
+// joins nothing and is judged by its row (review 8, R8-1).
+func TestSuperseded_LiveLinkOnlyByItself(t *testing.T) {
+	s := open(t, store.Config{Trust: store.TrustOpen})
+	a := storetest.Signer(1)
+	peerCID, err := store.PeerIDCID(a.UID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := a.Text(cidA, store.LinkPrefix+cidB, "true", 1000)
+	submit(t, s, a.Retraction(cidA, store.LinkPrefix+cidB, 1001), a.Retraction(peerCID, store.LinkPrefix+cidB, 1001))
+	peerLink := a.Text(peerCID, store.LinkPrefix+cidB, "true", 1000)
+	if got := superseded(t, s, link, peerLink); !slices.Equal(got, []bool{false, true}) {
+		t.Fatalf("a live link older than its retraction: superseded=%v, a link on a peer-id cid=%v; want false, true", got[0], got[1])
+	}
+	now := a.Text(cidC, store.LinkPrefix+cidB, "true", 1000)
+	submit(t, s, now)
+	if got := superseded(t, s, now); !got[0] {
+		t.Fatal("a live link that is its own stored row is not superseded")
+	}
+}
+
 // TestSuperseded_Batches: more claims than one query takes, duplicates of
 // one row among them, answer in the callers' order.
 func TestSuperseded_Batches(t *testing.T) {
