@@ -55,12 +55,13 @@ func (s *Swarm) limitSigners(fresh *[]store.Claim, ids *[]store.ID) bool {
 	}
 	// Copies of a claim charged a moment ago (in flight to the store, so
 	// not yet held) are not charged again.
+	// Test and mark in one step: copies validated at the same moment
+	// would otherwise all find a claim uncharged (review 8, R8-5).
 	now := time.Now()
+	charge := s.charged.take(*ids, now)
 	counts := make(map[string]int, 1)
-	charge := make([]bool, len(*fresh))
 	for i := range *fresh {
-		if !s.charged.has((*ids)[i], now) {
-			charge[i] = true
+		if charge[i] {
 			counts[(*fresh)[i].UID]++
 		}
 	}
@@ -73,14 +74,16 @@ func (s *Swarm) limitSigners(fresh *[]store.Claim, ids *[]store.ID) bool {
 			over[uid] = true
 		}
 	}
-	for i := range *fresh {
-		if charge[i] && !over[(*fresh)[i].UID] {
-			s.charged.add((*ids)[i], now)
-		}
-	}
 	if over == nil {
 		return false
 	}
+	var refused []store.ID // not charged after all: a later copy may spend
+	for i := range *fresh {
+		if charge[i] && over[(*fresh)[i].UID] {
+			refused = append(refused, (*ids)[i])
+		}
+	}
+	s.charged.release(refused)
 	keepC, keepID := (*fresh)[:0], (*ids)[:0]
 	for i := range *fresh {
 		if !over[(*fresh)[i].UID] {
@@ -128,25 +131,40 @@ func (c *chargedIDs) rotate(now time.Time) {
 	c.cur, c.since = nil, now
 }
 
-func (c *chargedIDs) has(id store.ID, now time.Time) bool {
+// take marks the ids not charged lately and reports which: those are the
+// ones to charge. Under a full generation an id is charged unmarked.
+func (c *chargedIDs) take(ids []store.ID, now time.Time) []bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rotate(now)
-	if _, ok := c.cur[id]; ok {
-		return true
+	out := make([]bool, len(ids))
+	for i, id := range ids {
+		if _, ok := c.cur[id]; ok {
+			continue
+		}
+		if _, ok := c.old[id]; ok {
+			continue
+		}
+		out[i] = true
+		if c.cur == nil {
+			c.cur = make(map[store.ID]struct{})
+		}
+		if len(c.cur) < maxCharged {
+			c.cur[id] = struct{}{}
+		}
 	}
-	_, ok := c.old[id]
-	return ok
+	return out
 }
 
-func (c *chargedIDs) add(id store.ID, now time.Time) {
+// release forgets ids take marked whose charge was refused.
+func (c *chargedIDs) release(ids []store.ID) {
+	if len(ids) == 0 {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.rotate(now)
-	if c.cur == nil {
-		c.cur = make(map[store.ID]struct{})
-	}
-	if len(c.cur) < maxCharged {
-		c.cur[id] = struct{}{}
+	for _, id := range ids {
+		delete(c.cur, id)
+		delete(c.old, id)
 	}
 }

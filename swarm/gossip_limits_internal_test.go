@@ -74,3 +74,15 @@ func TestChargedIDs_Forgets(t *testing.T) {
 		t.Error("an id charged 2 x chargedFor ago, with no call in between, is still remembered")
 	}
 }
+
+// add and has are take and its test, one id at a time, for the tests.
+func (c *chargedIDs) add(id store.ID, now time.Time) { c.take([]store.ID{id}, now) }
+
+func (c *chargedIDs) has(id store.ID, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rotate(now)
+	_, cur := c.cur[id]
+	_, old := c.old[id]
+	return cur || old
+}

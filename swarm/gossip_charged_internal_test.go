@@ -1,0 +1,57 @@
+package swarm
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
+)
+
+// TestLimitSigners_CopiesChargedOnceConcurrently: copies of one message's claims
+// validated at the same time (pubsub runs validators in parallel, and each
+// copy is a new message id) must spend the signer's budget once, as they do
+// one after another (TestLimitSigners_CopiesChargedOnce). With the test
+// and the mark in two lock sections around signers.allow, concurrent copies
+// can all miss and all charge: then the budget is spent several times and
+// the signer's own claims are dropped (review 8, R8-5).
+func TestLimitSigners_CopiesChargedOnceConcurrently(t *testing.T) {
+	w := storetest.Signer(791)
+	bad := 0
+	const rounds, copies = 200, 8
+	for r := range rounds {
+		s := &Swarm{signers: newKeyedLimiter[string](1, 16)} // burst 5
+		s.met = newMetrics(s)
+		var cs []store.Claim
+		for i := range 5 {
+			cs = append(cs, w.Text(storetest.CID(r*10+i), "title", "x", 1000))
+		}
+		ids := make([]store.ID, len(cs))
+		for i := range cs {
+			ids[i] = cs[i].ID()
+		}
+		var start sync.WaitGroup
+		start.Add(1)
+		var wg sync.WaitGroup
+		var dropped atomic.Int32
+		for range copies {
+			wg.Go(func() {
+				c, id := slices.Clone(cs), slices.Clone(ids)
+				start.Wait()
+				if s.limitSigners(&c, &id) {
+					dropped.Add(1)
+				}
+			})
+		}
+		start.Done()
+		wg.Wait()
+		if dropped.Load() > 0 {
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d rounds: %d concurrent copies of a 5-claim message (burst 5) had the signer's claims dropped: charged more than once", bad, rounds, copies)
+	}
+}
