@@ -74,17 +74,34 @@ const AnyHost = "*"
 
 // machineNames are the names this machine answers to without DNS a page's
 // owner controls: its host name (from /etc/hosts or the container runtime)
-// and that name on the LAN's mDNS (.local). "" when unknown.
+// and, for a full domain name, its first label (the search domain's short
+// name), and the LAN's mDNS name (first label + .local, what avahi and
+// Bonjour publish). None when unknown.
 func machineNames() []string {
 	h, err := os.Hostname()
-	if err != nil || h == "" || strings.EqualFold(h, "localhost") {
+	if err != nil {
 		return nil
 	}
+	return namesOf(h)
+}
+
+func namesOf(h string) []string {
 	h = strings.TrimSuffix(h, ".")
-	if strings.HasSuffix(strings.ToLower(h), ".local") {
+	if h == "" || strings.EqualFold(h, "localhost") {
+		return nil
+	}
+	short, _, _ := strings.Cut(h, ".")
+	if short == "" {
 		return []string{h}
 	}
-	return []string{h, h + ".local"}
+	names := []string{h}
+	if short != h {
+		names = append(names, short)
+	}
+	if mdns := short + ".local"; !strings.EqualFold(mdns, h) {
+		names = append(names, mdns)
+	}
+	return names
 }
 
 // allowedHost reports whether the Host header may be served.
@@ -105,7 +122,7 @@ func (s *Server) allowedHost(host string) bool {
 func (s *Server) extraHost(host string) bool {
 	h := strings.TrimSuffix(hostOnly(host), ".")
 	for _, a := range s.cfg.AllowedHosts {
-		if strings.EqualFold(a, h) {
+		if strings.EqualFold(strings.TrimSuffix(a, "."), h) { // "media.example.org." is the same name
 			return true
 		}
 	}
