@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -119,5 +120,53 @@ func TestSearchFold_NarrowingStaysNarrow(t *testing.T) {
 	long := SearchFilter{Property: strings.Repeat("s", 7), Values: []string{"x"}}
 	if set, err := filterCandidates(ctx, tx, long); err != nil || set != nil {
 		t.Fatalf("%d spellings: %v %v, want no narrowing", 1<<7, set, err)
+	}
+}
+
+// A value of seven non-ASCII letters has 128 member spellings, past
+// maxSpellings: the filter still narrows, to the property's members (and
+// its flat values), instead of reading every record (review 8, R8-2).
+func TestSearchFold_LongNonASCIIValueNarrows(t *testing.T) {
+	s, _ := foldStore(t)
+	ctx := context.Background()
+	sg, err := GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid := testCID(880)
+	if _, err := s.Submit(ctx, []Claim{sg.Text(cid, "tags/Комедия", "true", 1), sg.Text(cid, "title", "x", 1)}, SubmitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.cacheR.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	set, err := filterCandidates(ctx, tx, SearchFilter{Property: "TAGS", Values: []string{"комедия"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set == nil {
+		t.Fatal("a filter on a value of 7 non-ASCII letters does not narrow: every record would be read")
+	}
+	rid, err := s.Resolve(ctx, cid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !set[rid] {
+		t.Fatalf("the record with the member is not a candidate: %v", set)
+	}
+	for r := range set {
+		fields, err := recordFields(ctx, tx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(fields)), func(k string) bool { return strings.HasPrefix(strings.ToLower(k), "tags") }) {
+			t.Errorf("candidate %s has no tags field: %v", r, fields)
+		}
+	}
+	hits, total, err := s.Search(ctx, SearchQuery{Filters: []SearchFilter{{Property: "TAGS", Values: []string{"комедия"}}}})
+	if err != nil || total != 1 || len(hits) != 1 || hits[0].RID != rid {
+		t.Fatalf("search: %v (total %d) %v, want the one record", hits, total, err)
 	}
 }
