@@ -55,3 +55,50 @@ func TestLimitSigners_CopiesChargedOnceConcurrently(t *testing.T) {
 		t.Errorf("%d of %d rounds: %d concurrent copies of a 5-claim message (burst 5) had the signer's claims dropped: charged more than once", bad, rounds, copies)
 	}
 }
+// TestLimitSigners_OverBudgetCopiesAllDropped: a message whose claims are over their
+// signer's budget must be dropped in every copy. A copy whose take runs
+// between another copy's take and its release finds every claim marked,
+// charges nothing, and keeps them all: the flood is charged zero times
+// (review 9, R9-1).
+func TestLimitSigners_OverBudgetCopiesAllDropped(t *testing.T) {
+	w := storetest.Signer(991)
+	bad, leaked := 0, int32(0)
+	const rounds, copies = 300, 8
+	for r := range rounds {
+		s := &Swarm{signers: newKeyedLimiter[string](1, 16)} // burst 5
+		s.met = newMetrics(s)
+		var cs []store.Claim
+		for i := range 6 { // 6 > burst 5: over in every copy
+			cs = append(cs, w.Text(storetest.CID(r*10+i), "title", "x", 1000))
+		}
+		ids := make([]store.ID, len(cs))
+		for i := range cs {
+			ids[i] = cs[i].ID()
+		}
+		var start sync.WaitGroup
+		start.Add(1)
+		var wg sync.WaitGroup
+		var kept atomic.Int32
+		for k := range copies {
+			wg.Go(func() {
+				c, id := slices.Clone(cs), slices.Clone(ids)
+				if k%2 == 1 {
+					slices.Reverse(c)
+					slices.Reverse(id)
+				}
+				start.Wait()
+				s.limitSigners(&c, &id)
+				kept.Add(int32(len(c)))
+			})
+		}
+		start.Done()
+		wg.Wait()
+		if n := kept.Load(); n > 0 {
+			bad++
+			leaked += n
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d rounds: copies of a 6-claim message (burst 5, always over) kept %d claims in all: charged zero times", bad, rounds, leaked)
+	}
+}

@@ -55,35 +55,10 @@ func (s *Swarm) limitSigners(fresh *[]store.Claim, ids *[]store.ID) bool {
 	}
 	// Copies of a claim charged a moment ago (in flight to the store, so
 	// not yet held) are not charged again.
-	// Test and mark in one step: copies validated at the same moment
-	// would otherwise all find a claim uncharged (review 8, R8-5).
-	now := time.Now()
-	charge := s.charged.take(*ids, now)
-	counts := make(map[string]int, 1)
-	for i := range *fresh {
-		if charge[i] {
-			counts[(*fresh)[i].UID]++
-		}
-	}
-	var over map[string]bool
-	for uid, n := range counts {
-		if !s.signers.allow(uid, n) {
-			if over == nil {
-				over = make(map[string]bool)
-			}
-			over[uid] = true
-		}
-	}
+	over := s.charged.spend(*fresh, *ids, time.Now(), s.signers.allow)
 	if over == nil {
 		return false
 	}
-	var refused []store.ID // not charged after all: a later copy may spend
-	for i := range *fresh {
-		if charge[i] && over[(*fresh)[i].UID] {
-			refused = append(refused, (*ids)[i])
-		}
-	}
-	s.charged.release(refused)
 	keepC, keepID := (*fresh)[:0], (*ids)[:0]
 	for i := range *fresh {
 		if !over[(*fresh)[i].UID] {
@@ -131,40 +106,51 @@ func (c *chargedIDs) rotate(now time.Time) {
 	c.cur, c.since = nil, now
 }
 
-// take marks the ids not charged lately and reports which: those are the
-// ones to charge. Under a full generation an id is charged unmarked.
-func (c *chargedIDs) take(ids []store.ID, now time.Time) []bool {
+// spend charges each signer for its claims not charged lately and marks
+// those it could pay for, all under one lock: copies of a message
+// validated at the same moment must neither all charge (review 8, R8-5)
+// nor pass free while another copy is being charged (review 9, R9-1). It
+// returns the signers over budget; their claims stay unmarked, for a later
+// copy to pay. A full generation marks no more (those copies pay again).
+func (c *chargedIDs) spend(claims []store.Claim, ids []store.ID, now time.Time, allow func(uid string, n int) bool) map[string]bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rotate(now)
-	out := make([]bool, len(ids))
+	counts := make(map[string]int, 1)
+	charge := make([]bool, len(ids))
 	for i, id := range ids {
-		if _, ok := c.cur[id]; ok {
-			continue
-		}
-		if _, ok := c.old[id]; ok {
-			continue
-		}
-		out[i] = true
-		if c.cur == nil {
-			c.cur = make(map[store.ID]struct{})
-		}
-		if len(c.cur) < maxCharged {
-			c.cur[id] = struct{}{}
+		if !c.holds(id) {
+			charge[i] = true
+			counts[claims[i].UID]++
 		}
 	}
-	return out
+	var over map[string]bool
+	for uid, n := range counts {
+		if !allow(uid, n) {
+			if over == nil {
+				over = make(map[string]bool)
+			}
+			over[uid] = true
+		}
+	}
+	for i, id := range ids {
+		if charge[i] && !over[claims[i].UID] {
+			if c.cur == nil {
+				c.cur = make(map[store.ID]struct{})
+			}
+			if len(c.cur) < maxCharged {
+				c.cur[id] = struct{}{}
+			}
+		}
+	}
+	return over
 }
 
-// release forgets ids take marked whose charge was refused.
-func (c *chargedIDs) release(ids []store.ID) {
-	if len(ids) == 0 {
-		return
+// holds reports whether id was charged lately; c.mu held.
+func (c *chargedIDs) holds(id store.ID) bool {
+	if _, ok := c.cur[id]; ok {
+		return true
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, id := range ids {
-		delete(c.cur, id)
-		delete(c.old, id)
-	}
+	_, ok := c.old[id]
+	return ok
 }

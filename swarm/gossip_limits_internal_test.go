@@ -75,14 +75,15 @@ func TestChargedIDs_Forgets(t *testing.T) {
 	}
 }
 
-// add and has are take and its test, one id at a time, for the tests.
-func (c *chargedIDs) add(id store.ID, now time.Time) { c.take([]store.ID{id}, now) }
+// add and has charge one id (always within budget) and test it, for the
+// tests.
+func (c *chargedIDs) add(id store.ID, now time.Time) {
+	c.spend([]store.Claim{{}}, []store.ID{id}, now, func(string, int) bool { return true })
+}
 
 func (c *chargedIDs) has(id store.ID, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rotate(now)
-	_, cur := c.cur[id]
-	_, old := c.old[id]
-	return cur || old
+	return c.holds(id)
 }
