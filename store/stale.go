@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -12,8 +14,9 @@ const supersededBatch = 256
 
 // Superseded reports, for each claim, whether the stored truth row for its
 // (cid, key, signer) is that very claim or beats it by (ts, id): storing it
-// would change nothing. A live link between two record cids is superseded
-// only by itself: a stale one still joins their groups. ids are the claims' ids (the caller has them). The
+// would change nothing. A live link between two record cids older than its
+// row is superseded only once its group edge is stored: until then it
+// still joins their groups. ids are the claims' ids (the caller has them). The
 // swarm asks before it charges a signer's gossip budget, so that replays of
 // a signer's old claims cost the signer nothing. It reads the truth read
 // pool in batches; a claim whose signer has no row at all is not
@@ -27,6 +30,7 @@ func (s *Store) Superseded(ctx context.Context, claims []Claim, ids []ID) ([]boo
 		return nil, fmt.Errorf("superseded: %d claims, %d ids", len(claims), len(ids))
 	}
 	out := make([]bool, len(claims))
+	var links []edgeAsk
 	type rowKey struct {
 		cid, key string
 		pid      int64
@@ -70,9 +74,12 @@ func (s *Store) Superseded(ctx context.Context, claims []Claim, ids []ID) ([]boo
 					c := SyncItem{TS: claims[i].TS, ID: ids[i]}
 					// A live link joins groups even when its row is newer
 					// (ingest: otherwise arrival order would decide the
-					// groups), so only the very same claim changes nothing.
-					if joinsGroups(&claims[i]) {
-						out[i] = stored == c
+					// groups): older than the row, it changes nothing only
+					// once its edge is stored (checked below).
+					if joinsGroups(&claims[i]) && stored != c {
+						if stored.Compare(c) > 0 {
+							links = append(links, edgeAsk{i, k.pid})
+						}
 						continue
 					}
 					out[i] = stored.Compare(c) >= 0
@@ -84,7 +91,25 @@ func (s *Store) Superseded(ctx context.Context, claims []Claim, ids []ID) ([]boo
 			return nil, fmt.Errorf("superseded: %w", err)
 		}
 	}
+	for _, l := range links { // rare: links older than their signer's row
+		target, _ := claims[l.i].LinkTarget()
+		var one int
+		err := s.truthR.QueryRowContext(ctx, `SELECT 1 FROM group_edge WHERE cid = ? AND other = ? AND pid = ?`,
+			claims[l.i].CID, target, l.pid).Scan(&one)
+		switch {
+		case err == nil:
+			out[l.i] = true
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("superseded: %w", err)
+		}
+	}
 	return out, nil
+}
+
+// edgeAsk is a link older than its row: superseded once its edge exists.
+type edgeAsk struct {
+	i   int
+	pid int64
 }
 
 // joinsGroups reports whether c is a live link between two record cids,

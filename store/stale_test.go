@@ -71,11 +71,13 @@ func TestSuperseded_ByStoredRow(t *testing.T) {
 	}
 }
 
-// TestSuperseded_LiveLinkOnlyByItself: a live link between two record
+// TestSuperseded_LiveLinkUntilItsEdge: a live link between two record
 // cids joins their groups even when its row is newer (a retraction that
-// came first), so it is superseded only by itself; a link on a peer-id cid
-// joins nothing and is judged by its row (review 8, R8-1).
-func TestSuperseded_LiveLinkOnlyByItself(t *testing.T) {
+// came first), so, older than its row, it is superseded only once its
+// group edge is stored: the first copy joins (review 8, R8-1), replays
+// change nothing and must not pass as new (review 9, R9-2). A link on a
+// peer-id cid joins nothing and is judged by its row.
+func TestSuperseded_LiveLinkUntilItsEdge(t *testing.T) {
 	s := open(t, store.Config{Trust: store.TrustOpen})
 	a := storetest.Signer(1)
 	peerCID, err := store.PeerIDCID(a.UID())
@@ -88,10 +90,15 @@ func TestSuperseded_LiveLinkOnlyByItself(t *testing.T) {
 	if got := superseded(t, s, link, peerLink); !slices.Equal(got, []bool{false, true}) {
 		t.Fatalf("a live link older than its retraction: superseded=%v, a link on a peer-id cid=%v; want false, true", got[0], got[1])
 	}
+	submit(t, s, link) // stale as a row, stored as an edge
+	if got := superseded(t, s, link); !got[0] {
+		t.Fatal("a replay of a link whose edge is stored is not superseded")
+	}
 	now := a.Text(cidC, store.LinkPrefix+cidB, "true", 1000)
+	newer := a.Text(cidC, store.LinkPrefix+cidB, "true", 1002)
 	submit(t, s, now)
-	if got := superseded(t, s, now); !got[0] {
-		t.Fatal("a live link that is its own stored row is not superseded")
+	if got := superseded(t, s, now, newer); !slices.Equal(got, []bool{true, false}) {
+		t.Fatalf("a link that is its own row: superseded=%v; a newer one: %v; want true, false", got[0], got[1])
 	}
 }
 
