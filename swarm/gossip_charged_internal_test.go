@@ -55,6 +55,7 @@ func TestLimitSigners_CopiesChargedOnceConcurrently(t *testing.T) {
 		t.Errorf("%d of %d rounds: %d concurrent copies of a 5-claim message (burst 5) had the signer's claims dropped: charged more than once", bad, rounds, copies)
 	}
 }
+
 // TestLimitSigners_OverBudgetCopiesAllDropped: a message whose claims are over their
 // signer's budget must be dropped in every copy. A copy whose take runs
 // between another copy's take and its release finds every claim marked,
