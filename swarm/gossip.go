@@ -229,9 +229,11 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
 		return pubsub.ValidationIgnore
 	}
+	var admitted []store.Claim // vouches stored while validating
 	if len(held) > 0 {
 		n := len(fresh)
-		vouched, err := s.admitVouched(ctx, claims, held, fresh, ids)
+		var vouched []int
+		vouched, admitted, err = s.admitVouched(ctx, claims, held, fresh, ids)
 		if err != nil {
 			s.met.gossipClaims.WithLabelValues("invalid").Inc()
 			s.met.gossipMsgs.WithLabelValues("rejected").Inc()
@@ -284,6 +286,13 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 	}
 	if ignore {
 		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
+		// The vouches stored above are held by now, so the relay below
+		// would leave them out, and the vouched claims would reach the
+		// next homes without what makes them count (review 9, R9-3).
+		if len(admitted) > 0 {
+			s.Publish(admitted)
+			s.met.gossipRelayed.Add(float64(len(admitted)))
+		}
 		s.storeGossip(ctx, gossipBatch{claims: fresh, relay: true})
 		return pubsub.ValidationIgnore
 	}
@@ -316,9 +325,10 @@ func (s *Swarm) verifyGossip(from peer.ID, claims []store.Claim, ids []store.ID)
 // directly (vouching is one hop), whether the vouched uid is distrusted and
 // whether the vouch is stale (a replayed vouch retracted since must not
 // open the door even for one message). Vouches are rare, so the extra
-// commit is too. An error means a vouch's signature is bad.
+// commit is too. It also returns the vouches the store took as new. An
+// error means a vouch's signature is bad.
 func (s *Swarm) admitVouched(ctx context.Context, claims []store.Claim, held []int,
-	trusted []store.Claim, trustedIDs []store.ID) ([]int, error) {
+	trusted []store.Claim, trustedIDs []store.ID) ([]int, []store.Claim, error) {
 	signers := make(map[string]bool, len(held))
 	for _, i := range held {
 		signers[claims[i].UID] = true
@@ -332,18 +342,25 @@ func (s *Swarm) admitVouched(ctx context.Context, claims []store.Claim, held []i
 		}
 	}
 	if len(vouches) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	for i, err := range store.VerifyAll(vouches, vids, nil) {
 		if err != nil {
-			return nil, fmt.Errorf("vouch %s: %w", vids[i], err)
+			return nil, nil, fmt.Errorf("vouch %s: %w", vids[i], err)
 		}
 	}
-	if _, err := s.cfg.Store.Submit(ctx, vouches, store.SubmitOptions{Origin: store.OriginPeer, Verified: true}); err != nil {
+	res, err := s.cfg.Store.Submit(ctx, vouches, store.SubmitOptions{Origin: store.OriginPeer, Verified: true})
+	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("store gossip vouches", "claims", len(vouches), "err", err)
 		}
-		return nil, nil // the held claims stay untrusted; sync brings them later
+		return nil, nil, nil // the held claims stay untrusted; sync brings them later
+	}
+	var stored []store.Claim
+	for i, r := range res {
+		if r.Stored {
+			stored = append(stored, vouches[i])
+		}
 	}
 	var out []int
 	for k, i := range held {
@@ -351,7 +368,7 @@ func (s *Swarm) admitVouched(ctx context.Context, claims []store.Claim, held []i
 			out = append(out, k)
 		}
 	}
-	return out, nil
+	return out, stored, nil
 }
 
 // liveVouch returns the uid a claim vouches for when it is a live vouch:

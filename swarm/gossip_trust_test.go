@@ -188,3 +188,57 @@ func TestGossip_StaleReplayNotForwarded(t *testing.T) {
 		t.Errorf("V forwarded %v stale claims to D", n)
 	}
 }
+
+// TestGossip_FrontRunVouchStillRelayedLive: R7-T3 for a vouch (review 9,
+// R9-3). A stranger
+// front-runs a home's vouch for a new writer N together with N's first
+// claim (the way a home publishes them) and one junk claim. H (list,
+// trusts the home's key W) ignores the message; admitVouched stores the
+// vouch itself, so when the relay batch is submitted the vouch is
+// Unchanged, not Stored, and H re-publishes N's claim without the vouch.
+// D (list, trusts W) cannot take N's claim without it, and the genuine
+// message, all known at H, is not forwarded: D gets neither live.
+func TestGossip_FrontRunVouchStillRelayedLive(t *testing.T) {
+	ctx := context.Background()
+	mn := newMocknet(t)
+	home, writerN, stranger := mustSigner(t), mustSigner(t), mustSigner(t)
+	p := newNode(t, nodeOpt{mn: mn, swarm: noAutoSync}) // the origin (open)
+	h := newNode(t, nodeOpt{mn: mn, trust: store.TrustList, swarm: noAutoSync})
+	d := newNode(t, nodeOpt{mn: mn, trust: store.TrustList, swarm: noAutoSync})
+	for _, n := range []*node{h, d} {
+		if err := n.st.Trust(ctx, home.UID(), "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	linkConnect(t, mn, p, h)
+	linkConnect(t, mn, h, d)
+	_, topic := swarm.NewGossipAttacker(t, mn, h.id, h.sw.Topic())
+	ts := uint64(time.Now().UnixMilli()) - 1000
+
+	waitMeshed(t, [2]*node{p, h}, [2]*node{h, d})
+	// Control: a vouch for another new writer and its first claim, published
+	// by P, reach D live through H.
+	writerC := mustSigner(t)
+	control := []store.Claim{vouch(t, home, writerC.UID(), ts), writerC.Text(testCID(800), "title", "control", ts)}
+	p.submit(t, control)
+	waitFor(t, 10*time.Second, "the control vouch and claim to reach D through H", func() bool { return d.holds(control...) })
+
+	v := vouch(t, home, writerN.UID(), ts+1)
+	first := writerN.Text(testCID(801), "title", "first", ts+2)
+	junk := stranger.Text(testCID(900), "title", "junk", ts)
+	if err := topic.Publish(ctx, swarm.EncodeGossip([]store.Claim{v, first, junk})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "H to store the front-run vouch and claim", func() bool { return h.holds(v, first) })
+	p.submit(t, []store.Claim{v, first}) // the genuine message: all known at H
+	deadline := time.Now().Add(10 * time.Second)
+	for !d.holds(v, first) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !d.holds(v, first) {
+		t.Errorf("D did not get the front-run vouch and N's claim live through H (no sync runs): vouch %v, claim %v",
+			d.holds(v), d.holds(first))
+		t.Logf("H: stale=%v new=%v untrusted=%v; D: untrusted=%v new=%v", h.sw.GossipClaims("stale"), h.sw.GossipClaims("new"),
+			h.sw.GossipClaims("untrusted"), d.sw.GossipClaims("untrusted"), d.sw.GossipClaims("new"))
+	}
+}
