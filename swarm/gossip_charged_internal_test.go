@@ -3,12 +3,46 @@ package swarm
 import (
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/store/storetest"
 )
+
+// limitCopies runs limitSigners on copies of one message of n claims by w
+// at once (every other copy in reverse order: another message id), on a
+// fresh swarm whose signers have a burst of 5, and returns per copy
+// whether it dropped claims and how many it kept.
+func limitCopies(w *store.Signer, round, n, copies int) (dropped []bool, kept []int) {
+	s := &Swarm{signers: newKeyedLimiter[string](1, 16)} // burst 5
+	s.met = newMetrics(s)
+	var cs []store.Claim
+	for i := range n {
+		cs = append(cs, w.Text(storetest.CID(round*10+i), "title", "x", 1000))
+	}
+	ids := make([]store.ID, len(cs))
+	for i := range cs {
+		ids[i] = cs[i].ID()
+	}
+	dropped, kept = make([]bool, copies), make([]int, copies)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for k := range copies {
+		wg.Go(func() {
+			c, id := slices.Clone(cs), slices.Clone(ids)
+			if k%2 == 1 {
+				slices.Reverse(c)
+				slices.Reverse(id)
+			}
+			start.Wait()
+			dropped[k] = s.limitSigners(&c, &id)
+			kept[k] = len(c)
+		})
+	}
+	start.Done()
+	wg.Wait()
+	return dropped, kept
+}
 
 // TestLimitSigners_CopiesChargedOnceConcurrently: copies of one message's claims
 // validated at the same time (pubsub runs validators in parallel, and each
@@ -22,32 +56,7 @@ func TestLimitSigners_CopiesChargedOnceConcurrently(t *testing.T) {
 	bad := 0
 	const rounds, copies = 200, 8
 	for r := range rounds {
-		s := &Swarm{signers: newKeyedLimiter[string](1, 16)} // burst 5
-		s.met = newMetrics(s)
-		var cs []store.Claim
-		for i := range 5 {
-			cs = append(cs, w.Text(storetest.CID(r*10+i), "title", "x", 1000))
-		}
-		ids := make([]store.ID, len(cs))
-		for i := range cs {
-			ids[i] = cs[i].ID()
-		}
-		var start sync.WaitGroup
-		start.Add(1)
-		var wg sync.WaitGroup
-		var dropped atomic.Int32
-		for range copies {
-			wg.Go(func() {
-				c, id := slices.Clone(cs), slices.Clone(ids)
-				start.Wait()
-				if s.limitSigners(&c, &id) {
-					dropped.Add(1)
-				}
-			})
-		}
-		start.Done()
-		wg.Wait()
-		if dropped.Load() > 0 {
+		if dropped, _ := limitCopies(w, r, 5, copies); slices.Contains(dropped, true) {
 			bad++
 		}
 	}
@@ -63,38 +72,11 @@ func TestLimitSigners_CopiesChargedOnceConcurrently(t *testing.T) {
 // (review 9, R9-1).
 func TestLimitSigners_OverBudgetCopiesAllDropped(t *testing.T) {
 	w := storetest.Signer(991)
-	bad, leaked := 0, int32(0)
+	bad, leaked := 0, 0
 	const rounds, copies = 300, 8
 	for r := range rounds {
-		s := &Swarm{signers: newKeyedLimiter[string](1, 16)} // burst 5
-		s.met = newMetrics(s)
-		var cs []store.Claim
-		for i := range 6 { // 6 > burst 5: over in every copy
-			cs = append(cs, w.Text(storetest.CID(r*10+i), "title", "x", 1000))
-		}
-		ids := make([]store.ID, len(cs))
-		for i := range cs {
-			ids[i] = cs[i].ID()
-		}
-		var start sync.WaitGroup
-		start.Add(1)
-		var wg sync.WaitGroup
-		var kept atomic.Int32
-		for k := range copies {
-			wg.Go(func() {
-				c, id := slices.Clone(cs), slices.Clone(ids)
-				if k%2 == 1 {
-					slices.Reverse(c)
-					slices.Reverse(id)
-				}
-				start.Wait()
-				s.limitSigners(&c, &id)
-				kept.Add(int32(len(c)))
-			})
-		}
-		start.Done()
-		wg.Wait()
-		if n := kept.Load(); n > 0 {
+		_, kept := limitCopies(w, r, 6, copies) // 6 > burst 5: over in every copy
+		if n := sumInts(kept); n > 0 {
 			bad++
 			leaked += n
 		}
@@ -102,4 +84,12 @@ func TestLimitSigners_OverBudgetCopiesAllDropped(t *testing.T) {
 	if bad > 0 {
 		t.Errorf("%d of %d rounds: copies of a 6-claim message (burst 5, always over) kept %d claims in all: charged zero times", bad, rounds, leaked)
 	}
+}
+
+func sumInts(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }
