@@ -271,6 +271,7 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 	s.met.gossipClaims.WithLabelValues("new").Add(float64(len(fresh)))
 	if len(fresh) == 0 {
 		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
+		s.storeGossip(ctx, gossipBatch{relay: true, vouches: admitted}) // nothing if none
 		return pubsub.ValidationIgnore
 	}
 	// Forwarding sends the message byte for byte, known claims included:
@@ -289,11 +290,7 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 		// The vouches stored above are held by now, so the relay below
 		// would leave them out, and the vouched claims would reach the
 		// next homes without what makes them count (review 9, R9-3).
-		if len(admitted) > 0 {
-			s.Publish(admitted)
-			s.met.gossipRelayed.Add(float64(len(admitted)))
-		}
-		s.storeGossip(ctx, gossipBatch{claims: fresh, relay: true})
+		s.storeGossip(ctx, gossipBatch{claims: fresh, relay: true, vouches: admitted})
 		return pubsub.ValidationIgnore
 	}
 	s.met.gossipMsgs.WithLabelValues("accepted").Inc()
@@ -412,14 +409,19 @@ func vouchesFirst(claims []store.Claim) {
 // this node relaying it live: the genuine message, arriving second, holds
 // only known claims (trust review R7-T3). Messages are content-addressed,
 // so a peer that has the same batch already drops the copy unread.
+// vouches are the message's vouches admitVouched stored already: relayed
+// in the same message as, and ahead of, the claims, because the next node
+// validates messages concurrently and would refuse a vouched claim that
+// arrived apart from its vouch.
 type gossipBatch struct {
-	claims []store.Claim
-	relay  bool
+	claims  []store.Claim
+	relay   bool
+	vouches []store.Claim
 }
 
 // storeGossip queues verified claims for the store.
 func (s *Swarm) storeGossip(ctx context.Context, b gossipBatch) {
-	if len(b.claims) == 0 {
+	if len(b.claims) == 0 && len(b.vouches) == 0 {
 		return
 	}
 	select {
@@ -479,8 +481,10 @@ func (s *Swarm) runGossipStore(ctx context.Context) {
 			// Take whatever else is queued too: one commit for a burst (a
 			// commit costs the store far more than a claim in it).
 			claims := b.claims
-			var relay []bool // per claim, once any batch is to be relayed
+			var relay []bool          // per claim, once any batch is to be relayed
+			var vouches []store.Claim // relayed ahead of the claims
 			mark := func(b gossipBatch, from int) {
+				vouches = append(vouches, b.vouches...)
 				if b.relay && relay == nil {
 					relay = make([]bool, from, len(claims))
 				}
@@ -502,6 +506,10 @@ func (s *Swarm) runGossipStore(ctx context.Context) {
 					break drain
 				}
 			}
+			if len(claims) == 0 { // vouches only: stored already
+				s.relayGossip(vouches, nil)
+				continue
+			}
 			gen := s.refused.generation()
 			res, err := s.cfg.Store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginPeer, Verified: true})
 			if err != nil {
@@ -521,13 +529,21 @@ func (s *Swarm) runGossipStore(ctx context.Context) {
 					again = append(again, claims[i])
 				}
 			}
-			if len(again) > 0 {
-				s.met.gossipRelayed.Add(float64(len(again)))
-				s.Publish(again)
-			}
+			s.relayGossip(vouches, again)
 			s.counters.gossipStored.Add(int64(len(claims)))
 		}
 	}
+}
+
+// relayGossip publishes vouches and the claims they may admit in one call,
+// vouches first, so they travel in one message (see gossipBatch).
+func (s *Swarm) relayGossip(vouches, claims []store.Claim) {
+	all := append(vouches[:len(vouches):len(vouches)], claims...)
+	if len(all) == 0 {
+		return
+	}
+	s.met.gossipRelayed.Add(float64(len(all)))
+	s.Publish(all)
 }
 
 // runPublisher batches local claims: a batch leaves after

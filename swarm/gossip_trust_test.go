@@ -197,7 +197,9 @@ func TestGossip_StaleReplayNotForwarded(t *testing.T) {
 // vouch itself, so when the relay batch is submitted the vouch is
 // Unchanged, not Stored, and H re-publishes N's claim without the vouch.
 // D (list, trusts W) cannot take N's claim without it, and the genuine
-// message, all known at H, is not forwarded: D gets neither live.
+// message, all known at H, is not forwarded: D gets neither live. The
+// vouch must also travel in the same message as the claim: sent apart,
+// D validated both concurrently and refused the claim under load (CI).
 func TestGossip_FrontRunVouchStillRelayedLive(t *testing.T) {
 	ctx := context.Background()
 	mn := newMocknet(t)
