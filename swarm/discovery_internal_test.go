@@ -88,13 +88,17 @@ func TestMDNS_FoundPeerIsDialed(t *testing.T) {
 
 func TestPeerLimiter(t *testing.T) {
 	l := newPeerLimiter(10)
-	if !l.allow("p", 50) { // the burst is five seconds' worth
+	now := time.Now()
+	if !l.allowAt("p", 50, now) { // the burst is five seconds' worth
 		t.Fatal("burst refused")
 	}
-	if l.allow("p", 5) {
+	if l.allowAt("p", 5, now) {
 		t.Fatal("over the rate allowed")
 	}
-	if !l.allow("q", 10) {
+	if !l.allowAt("p", 5, now.Add(500*time.Millisecond)) {
+		t.Fatal("no refill after half a second")
+	}
+	if !l.allowAt("q", 10, now) {
 		t.Fatal("another peer limited")
 	}
 }
@@ -143,7 +147,8 @@ func TestPeerLimiter_SurvivesReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	burst := 5 * a.cfg.GossipRate
-	if !a.limiter.allow(b.host.ID(), burst) || a.limiter.allow(b.host.ID(), burst/2) {
+	t0 := time.Now() // the clock the budget is read at: no refill however long the rounds take
+	if !a.limiter.allowAt(b.host.ID(), burst, t0) || a.limiter.allowAt(b.host.ID(), burst/2, t0) {
 		t.Fatal("the limiter does not hold a burst of five seconds")
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -176,7 +181,7 @@ func TestPeerLimiter_SurvivesReconnect(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	if a.limiter.allow(b.host.ID(), burst/2) {
+	if a.limiter.allowAt(b.host.ID(), burst/2, t0) {
 		t.Fatal("reconnecting refilled the peer's gossip budget")
 	}
 }

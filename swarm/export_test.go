@@ -69,3 +69,11 @@ func (s *Swarm) SetSessionLimits(idle, base time.Duration, minRate int64, most t
 
 // ErrSessionExpired is the error of a session its guard cut short.
 var ErrSessionExpired = errSessionExpired
+
+// SetLookupDial allows a provider dial d for the rest of the test (set
+// before the test's nodes open; restored after they close).
+func SetLookupDial(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := lookupDial
+	lookupDial = d
+	t.Cleanup(func() { lookupDial = old })
+}

@@ -128,6 +128,9 @@ func TestCatchUp_OfflineWrites(t *testing.T) {
 // starts to just before asking), so no other node can answer and nothing
 // reached the asker before.
 func TestLookup_ThroughDHT(t *testing.T) {
+	// A real handshake under -race on a loaded machine may take more than
+	// the 1 s a provider dial gets; then only connected peers are asked.
+	swarm.SetLookupDial(t, 10*time.Second)
 	nodes := make([]*node, 6)
 	for i := range nodes {
 		nodes[i] = newNode(t, nodeOpt{trust: store.TrustList, swarm: func(c *swarm.Config) { c.DHTServer = true }})

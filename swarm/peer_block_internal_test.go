@@ -118,6 +118,19 @@ func TestPeers_BlockedPeerCutOffWhileDialing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	// The attacker connects first: its set-up (a host, a handshake under
+	// -race) must not eat into the first dial's dialTimeout.
+	att, err := libp2p.New(libp2p.NoListenAddrs, libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = att.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := att.Connect(ctx, peer.AddrInfo{ID: s.host.ID(), Addrs: s.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+
 	silent := newSilentListener(t)
 	var fakes []peer.AddrInfo
 	for range 3 {
@@ -129,17 +142,6 @@ func TestPeers_BlockedPeerCutOffWhileDialing(t *testing.T) {
 		n, _ := silent.state()
 		return n > 0
 	})
-
-	att, err := libp2p.New(libp2p.NoListenAddrs, libp2p.DisableMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = att.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := att.Connect(ctx, peer.AddrInfo{ID: s.host.ID(), Addrs: s.host.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
 	s.penalize(att.ID(), "test: invalid claim")
 	s.penalize(att.ID(), "test: invalid claim")
 	if !s.penalties.isBlocked(att.ID()) {

@@ -81,7 +81,9 @@ func TestResourceManager_StreamsPerPeer(t *testing.T) {
 
 	friend := newNode(t, nodeOpt{swarm: func(c *swarm.Config) { c.NoAutoSync = true }})
 	connect(t, friend, srv)
-	if got, err := friend.sw.FetchFrom(ctx, srv.id, []string{claims[0].CID}); err != nil || got != 1 {
+	fctx, fcancel := context.WithTimeout(context.Background(), 20*time.Second) // its own: ctx is spent by now
+	defer fcancel()
+	if got, err := friend.sw.FetchFrom(fctx, srv.id, []string{claims[0].CID}); err != nil || got != 1 {
 		t.Fatalf("another peer's fetch while one peer holds its streams: %d claims, %v", got, err)
 	}
 }
