@@ -219,3 +219,51 @@ func TestAutoTrust_NodeKeyIsNoLocalWriter(t *testing.T) {
 		t.Fatalf("the node's own entry: %+v", e)
 	}
 }
+
+// gossipClaims is n's count of gossiped claims that met fate.
+func gossipClaims(t *testing.T, n *node.Node, fate string) float64 {
+	t.Helper()
+	fams, err := n.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "metanode_swarm_gossip_claims_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "fate" && l.GetValue() == fate {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestAutoTrust_NewWriterLiveAtPairedHome: a new local writer's first
+// claims and the vouch they need leave home A in one gossip message, vouch
+// first, so paired home B (list mode) takes them live. Sent apart, B
+// validated the claims' message before it had stored the vouch and
+// refused them as untrusted (a sync brought them later).
+func TestAutoTrust_NewWriterLiveAtPairedHome(t *testing.T) {
+	ctx := context.Background()
+	a, b := pairedHomes(t)
+	// Until some came by gossip (the first may come by sync, before the
+	// gossip mesh forms).
+	for i := 0; i < 3 || gossipClaims(t, b, "new") == 0 && i < 20; i++ {
+		plugin := signer(t)
+		cid := testCID(7100 + i)
+		submitAccepted(t, a, plugin.Text(cid, "title", "new writer", nowMS()))
+		waitFor(t, 30*time.Second, "B to take the new writer's claim", func() error {
+			return hasField(ctx, b.Store(), cid, "title", "new writer")
+		})
+	}
+	if n := gossipClaims(t, b, "untrusted"); n != 0 {
+		t.Fatalf("B refused %v gossiped claims of A's new writers as untrusted: they came apart from their vouch", n)
+	}
+	if gossipClaims(t, b, "new") == 0 {
+		t.Fatal("nothing came by gossip: the test proves nothing")
+	}
+}

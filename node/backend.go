@@ -20,21 +20,27 @@ var _ api.Node = (*Node)(nil)
 // list and vouched for by the node (the vouch is stored first, so it
 // travels with or before the signer's claims); a signer the owner
 // distrusted is never trusted this way. Then the batch is stored, and what
-// was stored is published and provided.
+// was stored is published and provided: the new vouches and the claims in
+// one batch, vouches first, so they leave in one gossip message (a paired
+// home validates messages concurrently and would refuse claims that came
+// apart from, and were checked before, the vouch that admits them).
 func (n *Node) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.Result, error) {
-	if err := n.trustLocalSigners(ctx, claims); err != nil {
+	vouches, vres, err := n.trustLocalSigners(ctx, claims)
+	if err != nil {
 		return nil, err
 	}
 	res, err := n.store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginLocal})
 	if err != nil {
+		n.share(vouches, vres)
 		return nil, err
 	}
-	n.share(claims, res)
+	n.share(append(vouches[:len(vouches):len(vouches)], claims...), append(vres[:len(vres):len(vres)], res...))
 	return res, nil
 }
 
 // trustLocalSigners lists the local signers of a batch this node has not
-// decided on itself, and stores and shares its vouches for them.
+// decided on itself, and stores its vouches for them; it returns them and
+// their results, for the caller to share with the batch.
 //
 // The test is this node's own decision (a trusted list row and its own live
 // vouch), not whether the signer counts: a signer trusted only through
@@ -43,12 +49,12 @@ func (n *Node) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.
 // it; a signer the owner trust-added before its first write would never be
 // vouched for. Open mode records local writers too, so a switch to list
 // keeps the home's own plugins.
-func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) error {
+func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) ([]store.Claim, []store.Result, error) {
 	if n.cfg.NoAutoTrust {
-		return nil
+		return nil, nil, nil
 	}
 	if decided, err := n.localSignersDecided(ctx, claims); err != nil || decided {
-		return err // the usual batch: no lock, no database read
+		return nil, nil, err // the usual batch: no lock, no database read
 	}
 	n.trustMu.Lock()
 	defer n.trustMu.Unlock()
@@ -59,11 +65,11 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) erro
 	}
 	own, err := n.ownVouches(ctx)
 	if err != nil {
-		return fmt.Errorf("trust local signers: %w", err)
+		return nil, nil, fmt.Errorf("trust local signers: %w", err)
 	}
 	rows, err := n.trustRows(ctx)
 	if err != nil {
-		return fmt.Errorf("trust local signers: %w", err)
+		return nil, nil, fmt.Errorf("trust local signers: %w", err)
 	}
 	seen := make(map[string]bool)
 	var vouches []store.Claim
@@ -84,7 +90,7 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) erro
 		seen[uid] = true
 		if !listed { // a row the owner made (trust add) keeps its note
 			if err := n.store.Trust(ctx, uid, "local writer"); err != nil {
-				return fmt.Errorf("trust local signer %s: %w", uid, err)
+				return nil, nil, fmt.Errorf("trust local signer %s: %w", uid, err)
 			}
 		}
 		if !vouched {
@@ -95,19 +101,19 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) erro
 		n.log.Info("trusted and vouched for a local signer", "uid", uid, "wasListed", listed)
 	}
 	if len(vouches) == 0 {
-		return nil
+		return nil, nil, nil
 	}
 	res, err := n.store.Submit(ctx, vouches, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})
 	if err != nil {
-		return fmt.Errorf("store vouches: %w", err)
+		return nil, nil, fmt.Errorf("store vouches: %w", err)
 	}
-	n.share(vouches, res)
 	for i := range vouches {
 		if err := notStored(vouches[i], res, i); err != nil {
-			return fmt.Errorf("store vouches: %w", err)
+			n.share(vouches, res) // those stored are held: they go out
+			return nil, nil, fmt.Errorf("store vouches: %w", err)
 		}
 	}
-	return nil
+	return vouches, res, nil
 }
 
 // autoTrusts reports whether auto-trust may act on uid at all: not the
