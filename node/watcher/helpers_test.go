@@ -154,6 +154,10 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// renameDebounce is for tests that pair renames: the window for the second
+// inotify event of a move is one debounce.
+func renameDebounce(c *watcher.Config) { c.Debounce = 150 * time.Millisecond }
+
 // open starts a watcher on root with short timings and waits for Ready.
 func open(t *testing.T, root string, st watcher.Store, mod ...func(*watcher.Config)) *watcher.Watcher {
 	t.Helper()

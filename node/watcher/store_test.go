@@ -111,7 +111,7 @@ func TestStore_EndToEnd(t *testing.T) {
 	root := t.TempDir()
 	writeFile(t, root, "a.bin", []byte("alpha"), at(1))
 	writeFile(t, root, "sub/b.bin", []byte("bravo"), at(2))
-	w := open(t, root, s)
+	w := open(t, root, s, renameDebounce) // it renames too
 
 	if d := diffStrings(rowsOf(t, s, root), []string{rowOf(t, root, "a.bin"), rowOf(t, root, "sub/b.bin")}); d != "" {
 		t.Fatalf("rows after the initial scan:\n%s", d)

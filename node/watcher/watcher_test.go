@@ -202,7 +202,9 @@ func TestOfflineChanges(t *testing.T) {
 func TestLive(t *testing.T) {
 	root := t.TempDir()
 	st := newMemStore()
-	w := open(t, root, st)
+	// A vanished path waits a debounce for its rename partner: 20 ms is
+	// one stall of a loaded machine between the two inotify events.
+	w := open(t, root, st, renameDebounce)
 	abs := func(rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
 	has := func(rel string) func() bool {
 		return func() bool { _, ok := st.row(abs(rel)); return ok }
