@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -95,7 +96,7 @@ func (s *Swarm) dialWith(ctx context.Context, ai peer.AddrInfo, report bool) err
 	if len(addrs) == 0 {
 		addrs = s.host.Peerstore().Addrs(ai.ID)
 	}
-	addr, ok := probeTCP(ctx, addrs)
+	addr, ok := probeTCP(ctx, s.notOwn(addrs))
 	if !ok {
 		return err // unreachable, or no TCP address: nothing to report
 	}
@@ -119,8 +120,7 @@ func (s *Swarm) dialWith(ctx context.Context, ai peer.AddrInfo, report bool) err
 			return err
 		}
 	}
-	err = fmt.Errorf("%w with %s at %s: %v; check that both nodes use the same swarm.key",
-		ErrCannotNegotiate, ai.ID, addr, err)
+	err = fmt.Errorf("%w with %s at %s: %v; %s", ErrCannotNegotiate, ai.ID, addr, err, s.negotiateHint())
 	if !report {
 		s.log.Info("LAN peer did not complete a handshake (another swarm key, or not a metanode)",
 			"peer", ai.ID, "addr", addr)
@@ -129,6 +129,44 @@ func (s *Swarm) dialWith(ctx context.Context, ai peer.AddrInfo, report bool) err
 	s.errs.add(err.Error(), time.Now())
 	s.log.Error("cannot negotiate with peer", "peer", ai.ID, "addr", addr, "err", err)
 	return err
+}
+
+// negotiateHint says what to check when a handshake fails: the swarm key
+// in a private swarm; else the address (a wrong port, say the API's, also
+// accepts TCP) and whether the peer's node answers.
+func (s *Swarm) negotiateHint() string {
+	if len(s.cfg.PSK) > 0 {
+		return "check that both nodes use the same swarm.key"
+	}
+	return "this node has no swarm key, so check that the address is the peer's swarm port " +
+		"(its --listen, default 4001), that its node is responding, and that it has no swarm key either"
+}
+
+// notOwn leaves out the addresses this node itself listens on: a code or
+// bootstrap list made on another machine may name 127.0.0.1:4001, which
+// here is this node, and its TCP answer says nothing about the peer.
+func (s *Swarm) notOwn(addrs []ma.Multiaddr) []ma.Multiaddr {
+	own, err := s.host.Network().InterfaceListenAddresses()
+	if err != nil {
+		return addrs
+	}
+	out := make([]ma.Multiaddr, 0, len(addrs))
+	for _, a := range addrs {
+		if !slices.ContainsFunc(own, func(o ma.Multiaddr) bool { return sameTCP(a, o) }) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// sameTCP reports whether a and b name the same TCP ip:port.
+func sameTCP(a, b ma.Multiaddr) bool {
+	na, ha, err := manet.DialArgs(a)
+	if err != nil || (na != "tcp4" && na != "tcp6") {
+		return false
+	}
+	nb, hb, err := manet.DialArgs(b)
+	return err == nil && na == nb && ha == hb
 }
 
 func (s *Swarm) connectOnce(ctx context.Context, ai peer.AddrInfo) error {
