@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/metanode/metanode/api"
 	"github.com/metanode/metanode/store"
@@ -147,6 +149,24 @@ type pendingInvite struct {
 	UsedBy  string    `json:"usedBy,omitempty"` // the joiner's uid, once used
 }
 
+// shareableAddrs leaves out loopback addresses when there are others: on
+// the joiner's machine 127.0.0.1:4001 is the joiner itself, and a
+// bootstrap entry that dials itself makes it look broken whenever the
+// inviter is off. Two homes on one machine have only loopback: kept.
+func shareableAddrs(addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		m, err := ma.NewMultiaddr(a)
+		if err != nil || !manet.IsIPLoopback(m) {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return addrs
+	}
+	return out
+}
+
 // Invite makes a pairing code valid for ttl (0: DefaultInviteTTL) and
 // records its token's hash in the data dir.
 func (n *Node) Invite(ctx context.Context, ttl time.Duration) (api.InviteResponse, error) {
@@ -164,7 +184,7 @@ func (n *Node) Invite(ctx context.Context, ttl time.Duration) (api.InviteRespons
 	_, _ = rand.Read(tok)
 	inv := Invite{
 		Swarm:     n.swarmName(),
-		Addrs:     n.Addrs(),
+		Addrs:     shareableAddrs(n.Addrs()),
 		Bootstrap: n.cfg.Bootstrap,
 		UID:       n.UID(),
 		Token:     base64.RawURLEncoding.EncodeToString(tok),
