@@ -26,6 +26,7 @@ var (
 	ErrReservedKV  = errors.New("reserved scratch key")
 	ErrBadPath     = errors.New("bad path")
 	ErrUnavailable = errors.New("storage unavailable")
+	ErrDamaged     = errors.New("damaged database file")
 )
 
 // slugs maps each rejection sentinel to the error slug of the HTTP contract.

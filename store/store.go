@@ -180,16 +180,16 @@ func (s *Store) Open(ctx context.Context) (err error) {
 
 	// Truth: open, gate, stamp.
 	if s.truthW, err = openDB(truthPath, truthWriter, 0); err != nil {
-		return fmt.Errorf("open truth: %w", err)
+		return fmt.Errorf("open truth: %w", damaged(truthPath, err))
 	}
 	closers = append(closers, s.truthW.Close)
 	tconn, err := s.truthW.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("open truth %s: %w", truthPath, err)
+		return fmt.Errorf("open truth %s: %w", truthPath, damaged(truthPath, err))
 	}
 	closers = append(closers, tconn.Close)
 	if s.truthID, s.truthNew, err = prepareTruth(ctx, tconn, truthPath); err != nil {
-		return fmt.Errorf("open truth: %w", err)
+		return fmt.Errorf("open truth: %w", damaged(truthPath, err))
 	}
 
 	// Cache: a file of another layout is derived data; start it over.
@@ -232,6 +232,28 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	s.state.Store(stateOpen)
 	return nil
 }
+
+// damaged marks SQLite's "not a database" and "corrupt" answers for a
+// truth file with ErrDamaged and says what to do (the truth is the one
+// file that cannot be rebuilt).
+func damaged(path string, err error) error {
+	var se interface{ Code() int }
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case sqliteCorrupt, sqliteNotADB:
+		return fmt.Errorf("%w %s (%w): restore truth.db from a backup (docs/operations.md, Restore), or move it away to start empty",
+			ErrDamaged, path, err)
+	}
+	return err
+}
+
+// SQLite primary result codes (sqlite3.h).
+const (
+	sqliteCorrupt = 11
+	sqliteNotADB  = 26
+)
 
 // openCache opens the cache and checks its layout, deleting and
 // recreating a file this build did not write.
