@@ -168,9 +168,18 @@ var errYAMLSyntax = errors.New("not valid YAML")
 // configLayers records which settings a layer above the defaults set, so the
 // profile fills only what nobody chose.
 type configLayers struct {
-	set  map[string]bool
-	src  map[string]string // where each set value came from, as ConfigError.Source
-	file string            // the config file read, if any
+	set     map[string]bool
+	src     map[string]string // where each set value came from, as ConfigError.Source
+	fileSrc map[string]string // the config file's line for each key it set, even when overridden
+	file    string            // the config file read, if any
+	ignored []ignoredSetting  // values the profile dropped; serve warns about each
+}
+
+// ignoredSetting is a value the profile dropped instead of refusing it:
+// one that only the environment set, which a container image may set for
+// every command (FILES_PATH) and docker can empty but not unset.
+type ignoredSetting struct {
+	field, value, source, why string
 }
 
 // loadOptions are the inputs of LoadConfig besides the flags.
@@ -192,7 +201,7 @@ type loadOptions struct {
 // and the result is validated.
 func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 	c := DefaultConfig()
-	layers := configLayers{set: make(map[string]bool), src: make(map[string]string)}
+	layers := configLayers{set: make(map[string]bool), src: make(map[string]string), fileSrc: make(map[string]string)}
 	c.Data = defaultDataDir(opt.getenv)
 
 	path, required := opt.configPath, true
@@ -274,7 +283,7 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 	c.expandPaths(opt.getenv)
 	if opt.only != "" {
 		err = c.validateOne(opt.only)
-	} else if err = c.applyProfile(layers.set); err == nil {
+	} else if err = c.applyProfile(&layers); err == nil {
 		err = c.Validate()
 	}
 	// Say where the offending value came from: the line of the file, or
@@ -345,6 +354,7 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 		}
 		layers.set[s.name] = true
 		layers.src[s.name] = src
+		layers.fileSrc[s.name] = src
 	}
 	if only != "" {
 		return nil
@@ -456,16 +466,33 @@ func (s *setting) parse(c *Config, vals []string, src string) error {
 }
 
 // applyProfile fills what no layer set. The bootstrap profile trusts any
-// valid signer by default, keeps everything and runs no watcher.
-func (c *Config) applyProfile(set map[string]bool) error {
+// valid signer by default, keeps everything and runs no watcher: a files
+// root from the config file or a flag is refused, one from the environment
+// alone is dropped and recorded in layers.ignored (the container image sets
+// FILES_PATH for every command).
+func (c *Config) applyProfile(layers *configLayers) error {
 	if c.Profile != "bootstrap" {
 		return nil
 	}
+	set := layers.set
 	if !set["trust"] {
 		c.Trust = "open"
 	}
 	if c.Files != "" {
-		return &ConfigError{Field: "files", Value: c.Files, Err: errors.New("a bootstrap node runs no file watcher: unset it or use profile home")}
+		const why = "a bootstrap node runs no file watcher"
+		src, fromFile := layers.fileSrc["files"]
+		switch {
+		case strings.HasPrefix(layers.src["files"], "environment ") && !fromFile:
+			layers.ignored = append(layers.ignored, ignoredSetting{field: "files", value: c.Files, source: layers.src["files"], why: why})
+			c.Files = ""
+			delete(layers.set, "files")
+			delete(layers.src, "files")
+		case fromFile && !strings.HasPrefix(layers.src["files"], "flag "):
+			// The file's line is what to change, even under a variable.
+			return &ConfigError{Field: "files", Value: c.Files, Err: errors.New(why + ": remove files from " + src + " or use profile home")}
+		default:
+			return &ConfigError{Field: "files", Value: c.Files, Err: errors.New(why + ": drop it or use profile home")}
+		}
 	}
 	if c.Replicate != "all" {
 		return &ConfigError{Field: "replicate", Value: c.Replicate, Err: errors.New("a bootstrap node keeps every claim: use replicate all or profile home")}

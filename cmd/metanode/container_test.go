@@ -265,8 +265,92 @@ func parseImage(t *testing.T, ins []instr) image {
 	return im
 }
 
-// rootfs is a temp directory standing for "/" of an image or host: image
-// paths are mapped into it. It is 0755 so a non-root user can reach it.
+// dockerRun is one `docker run` example of the Dockerfile's comment: the
+// variables it sets with -e and the command after the image (none: the
+// image's CMD).
+type dockerRun struct {
+	line int
+	env  map[string]string
+	args []string
+}
+
+// dockerRuns reads the docker run examples of the Dockerfile's comment, so
+// that each documented way to run the image is run for real.
+func dockerRuns(t *testing.T) []dockerRun {
+	t.Helper()
+	b, err := os.ReadFile("../../configs/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []dockerRun
+	var cur strings.Builder
+	start := 0
+	for i, line := range strings.Split(string(b), "\n") {
+		text, comment := strings.CutPrefix(strings.TrimSpace(line), "#")
+		text = strings.TrimSpace(text)
+		if !comment || (cur.Len() == 0 && !strings.HasPrefix(text, "docker run ")) {
+			cur.Reset()
+			continue
+		}
+		if cur.Len() == 0 {
+			start = i + 1
+		}
+		if s, ok := strings.CutSuffix(text, `\`); ok {
+			cur.WriteString(s + " ")
+			continue
+		}
+		cur.WriteString(text)
+		runs = append(runs, parseDockerRun(t, start, cur.String()))
+		cur.Reset()
+	}
+	return runs
+}
+
+// parseDockerRun reads the docker run flags the examples use; another flag
+// fails the test, which must then learn what it means for the run.
+func parseDockerRun(t *testing.T, line int, cmdline string) dockerRun {
+	t.Helper()
+	w, err := shellWords(cmdline)
+	if err != nil {
+		t.Fatalf("Dockerfile line %d: %v", line, err)
+	}
+	run := dockerRun{line: line, env: map[string]string{}}
+	valued := []string{"-p", "--publish", "-v", "--volume", "-e", "--env", "--name", "--stop-timeout", "--restart"}
+	for i := 2; i < len(w); i++ {
+		if !strings.HasPrefix(w[i], "-") {
+			if w[i] != "metanode" {
+				t.Fatalf("Dockerfile line %d: docker run %s: want the image the build example tags, metanode", line, w[i])
+			}
+			run.args = w[i+1:]
+			return run
+		}
+		name, val, hasVal := strings.Cut(w[i], "=")
+		switch {
+		case name == "-d" || name == "--detach" || name == "--rm":
+			continue
+		case !slices.Contains(valued, name):
+			t.Fatalf("Dockerfile line %d: docker run %s: a flag this test does not know", line, w[i])
+		case !hasVal:
+			if i++; i == len(w) {
+				t.Fatalf("Dockerfile line %d: docker run %s: no value", line, name)
+			}
+			val = w[i]
+		}
+		if name == "-e" || name == "--env" {
+			k, v, ok := strings.Cut(val, "=")
+			if !ok {
+				t.Fatalf("Dockerfile line %d: -e %s passes the host's variable: give its value", line, val)
+			}
+			run.env[k] = v
+		}
+	}
+	t.Fatalf("Dockerfile line %d: docker run without an image", line)
+	return run
+}
+
+// TestContainer_Dockerfile runs every docker run example of the
+// Dockerfile's comment (a home node on the image's CMD, a bootstrap node)
+// as docker would: see runImage.
 func TestContainer_Dockerfile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -275,6 +359,28 @@ func TestContainer_Dockerfile(t *testing.T) {
 	if len(im.entrypoint) == 0 || len(im.health) == 0 || im.user == "" {
 		t.Fatalf("Dockerfile: ENTRYPOINT %q, HEALTHCHECK %q, USER %q: want all three", im.entrypoint, im.health, im.user)
 	}
+	runs := dockerRuns(t)
+	onCMD, bootstrap := false, false
+	for _, run := range runs {
+		onCMD = onCMD || len(run.args) == 0
+		bootstrap = bootstrap || slices.Contains(run.args, "bootstrap")
+	}
+	if !onCMD || !bootstrap {
+		t.Fatalf("the Dockerfile's comment has %d docker run examples: want one on the image's CMD and one of a bootstrap node", len(runs))
+	}
+	for _, run := range runs {
+		t.Run(fmt.Sprintf("line%d", run.line), func(t *testing.T) {
+			t.Parallel()
+			runImage(t, im, run)
+		})
+	}
+}
+
+// runImage runs the image as docker would for run: its ENV (and nothing
+// else: no HOME but the Dockerfile's) with run's -e over it, its USER, its
+// volumes as temp dirs, ENTRYPOINT with run's command or CMD, HEALTHCHECK
+// CMD until ok, then STOPSIGNAL and a clean exit.
+func runImage(t *testing.T, im image, run dockerRun) {
 	as := parseAccount(t, im.user)
 	if as.uid == 0 {
 		t.Errorf("USER %s: the image runs as root", im.user)
@@ -301,10 +407,13 @@ func TestContainer_Dockerfile(t *testing.T) {
 	for k, v := range im.env {
 		env[k] = rooted(root, v)
 	}
-	argv := append(slices.Clone(im.entrypoint), im.cmd...)
+	for k, v := range run.env {
+		env[k] = rooted(root, v)
+	}
+	argv := append(slices.Clone(im.entrypoint), cmpOrSlice(run.args, im.cmd)...)
 
 	// What the container's node would listen on, from its own loader.
-	cfg := effectiveConfig(t, env, argv[1:])
+	cfg, layers := effectiveConfig(t, env, argv[1:])
 	if host, _, _ := net.SplitHostPort(cfg.HTTP); host != "0.0.0.0" && host != "::" {
 		t.Errorf("the API listens on %s in the container: only an unspecified address can be published with -p", cfg.HTTP)
 	}
@@ -317,8 +426,16 @@ func TestContainer_Dockerfile(t *testing.T) {
 	if data := strings.TrimPrefix(cfg.Data, root); !slices.ContainsFunc(im.volumes, func(v string) bool { return data == v || strings.HasPrefix(data, v+"/") }) {
 		t.Errorf("the data directory %s is not a VOLUME (%v): keys and databases would die with the container", cfg.Data, im.volumes)
 	}
+	// A files root the profile dropped (a bootstrap node's) is the image's
+	// all the same: its volume is not a wrong variable.
+	ignoredFiles := ""
+	for _, ig := range layers.ignored {
+		if ig.field == "files" {
+			ignoredFiles = ig.value
+		}
+	}
 	for _, v := range im.volumes { // each volume is the data or the files root: a volume nobody reads is a wrong variable
-		if p := filepath.Join(root, v); p != cfg.Data && p != cfg.Files {
+		if p := filepath.Join(root, v); p != cfg.Data && p != cmpOr(cfg.Files, ignoredFiles) {
 			t.Errorf("VOLUME %s is neither the data directory (%s) nor the files root (%q)", v, cfg.Data, cfg.Files)
 		}
 	}
@@ -395,6 +512,15 @@ func TestContainer_Dockerfile(t *testing.T) {
 	}
 	if cfg.Files != "" && h.Checks["watcher"] != "ok" { // the files volume is watched
 		t.Errorf("files %s: the watcher is %q, want ok", cfg.Files, h.Checks["watcher"])
+	}
+	if cfg.Files == "" && h.Checks["watcher"] != "off" {
+		t.Errorf("no files root: the watcher is %q, want off", h.Checks["watcher"])
+	}
+	// What the profile dropped, serve says at WARN (docker logs shows it).
+	for _, ig := range layers.ignored {
+		if want := fmt.Sprintf("level=WARN msg=%q", ig.field+" ignored: "+ig.why); !strings.Contains(srv.logs.String(), want) {
+			t.Errorf("the logs lack %s", want)
+		}
 	}
 	// Other containers reach the node by its service name, which the image
 	// allows; any other name is a rebinding page's and is refused.

@@ -114,9 +114,17 @@ func cmpOr(a, b string) string {
 	return b
 }
 
+// cmpOrSlice is a unless it is empty, else b.
+func cmpOrSlice(a, b []string) []string {
+	if len(a) > 0 {
+		return a
+	}
+	return b
+}
+
 // effectiveConfig is what serve makes of env and the command's flags,
 // computed in-process with the binary's own loader.
-func effectiveConfig(t *testing.T, env map[string]string, argv []string) Config {
+func effectiveConfig(t *testing.T, env map[string]string, argv []string) (Config, configLayers) {
 	t.Helper()
 	if len(argv) == 0 || argv[0] != "serve" {
 		t.Fatalf("the start command is %q, want serve", argv)
@@ -132,11 +140,11 @@ func effectiveConfig(t *testing.T, env map[string]string, argv []string) Config 
 			t.Fatalf("serve %q sets --%s: this test overrides it through the environment, which a flag would beat", argv, name)
 		}
 	}
-	cfg, _, err := LoadConfig(loadOptions{getenv: envMap(env), configPath: *configPath, flags: vals})
+	cfg, layers, err := LoadConfig(loadOptions{getenv: envMap(env), configPath: *configPath, flags: vals})
 	if err != nil {
 		t.Fatalf("the configuration of %q with %v: %v", argv, env, err)
 	}
-	return cfg
+	return cfg, layers
 }
 
 // loopbackListen rewrites listen multiaddrs onto loopback with port 0 (our

@@ -150,8 +150,7 @@ func TestRun_ConfigErrorNotFromFlags(t *testing.T) {
 
 // TestRun_ConfigFileErrors: a bad config file is an error of the setup (exit
 // 1) naming the file and line, even when a flag sets the same key; a
-// conflict names the variable that set the value (FILES_PATH is a common
-// leftover of upstream containers).
+// conflict names the variable or the line that set the value.
 func TestRun_ConfigFileErrors(t *testing.T) {
 	dir := t.TempDir()
 	flags := []string{"--data", filepath.Join(dir, "d"), "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"}
@@ -174,13 +173,21 @@ func TestRun_ConfigFileErrors(t *testing.T) {
 			t.Errorf("config %q: stderr %q, want %q", tc.file, r.stderr, want)
 		}
 	}
+	filesConf := filepath.Join(dir, "files.yml")
+	if err := os.WriteFile(filesConf, []byte("profile: bootstrap\nfiles: /srv/files\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		env  map[string]string
 		args []string
 		want string
 	}{
-		{map[string]string{"FILES_PATH": "/srv/files"}, []string{"--profile", "bootstrap"}, `config files = "/srv/files" (environment FILES_PATH): a bootstrap node runs no file watcher`},
-		{map[string]string{"METANODE_PROFILE": "bootstrap", "METANODE_FILES": "/srv/files"}, nil, "(environment METANODE_FILES)"},
+		// A files root in the file is refused under the bootstrap profile,
+		// with or without FILES_PATH over it (a variable alone is ignored:
+		// TestRun_BootstrapIgnoresFilesFromEnvironment).
+		{map[string]string{}, []string{"--config", filesConf}, `config files = "/srv/files" (config file ` + filesConf + ` line 2): a bootstrap node runs no file watcher: remove files from config file ` + filesConf + ` line 2 or use profile home`},
+		{map[string]string{"FILES_PATH": "/srv/env"}, []string{"--config", filesConf}, `config files = "/srv/env" (environment FILES_PATH): a bootstrap node runs no file watcher: remove files from config file ` + filesConf + ` line 2`},
+		{map[string]string{"METANODE_REPLICATE": "interest", "METANODE_PROFILE": "bootstrap"}, nil, `config replicate = "interest" (environment METANODE_REPLICATE): a bootstrap node keeps every claim`},
 		{map[string]string{"METANODE_TRUST": "bogus"}, nil, "(environment METANODE_TRUST)"},
 	} {
 		tc.env["HOME"] = dir
@@ -589,6 +596,7 @@ func serveInProcess(t *testing.T, env map[string]string, extra ...string) (url s
 		}
 		select {
 		case c := <-code:
+			code <- c // for stop, at cleanup
 			t.Fatalf("serve exited %d before serving: %s", c, logs.String())
 		default:
 		}

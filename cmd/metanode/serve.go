@@ -106,6 +106,9 @@ func (c *cli) runNode(ctx context.Context, cfg Config, layers configLayers, then
 	if layers.file != "" {
 		logger.Info("config file read", "path", layers.file)
 	}
+	for _, ig := range layers.ignored {
+		logger.Warn(ig.field+" ignored: "+ig.why, "value", ig.value, "from", ig.source, "profile", cfg.Profile)
+	}
 	// The databases' directories are made like the data directory is, so
 	// META_CORE_DB_PATH pointing into a directory not made yet just works.
 	for _, db := range []struct{ name, path string }{{"truth-db", cfg.TruthDB}, {"cache-db", cfg.CacheDB}} {

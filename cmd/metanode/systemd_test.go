@@ -161,7 +161,7 @@ func TestContainer_SystemdUnit(t *testing.T) {
 	// ProtectSystem=strict it writes only under the state directory,
 	// ReadWritePaths and the private /tmp; the API has no authentication, so
 	// it stays on loopback; the readiness check asks where the API is.
-	cfg := effectiveConfig(t, env, start[1:])
+	cfg, _ := effectiveConfig(t, env, start[1:])
 	for _, p := range slices.Compact([]string{cfg.Data, cmpOr(cfg.TruthDB, cfg.Data), cmpOr(cfg.CacheDB, cfg.Data)}) {
 		p = "/" + strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
 		if !slices.ContainsFunc(writable, func(w string) bool { return p == w || strings.HasPrefix(p, w+"/") }) {

@@ -1,0 +1,111 @@
+package main
+
+// The bootstrap profile: what it fills, what it refuses, and what it drops
+// with a warning.
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestLoadConfig_BootstrapFiles: under the bootstrap profile a files root
+// set only by the environment (the container image sets FILES_PATH for every
+// command, and docker cannot unset it) is dropped and recorded for serve's
+// warning; one from the config file or a flag is still refused.
+func TestLoadConfig_BootstrapFiles(t *testing.T) {
+	dir := t.TempDir()
+	filesConf := writeFile(t, dir, "files.yml", "files: /srv/conf\n")
+	for _, tc := range []struct {
+		name       string
+		env        map[string]string
+		config     string
+		flags      map[string][]string
+		ignoredSrc string // the variable dropped; "" = none
+		wantFiles  string
+		errSrc     string // "" = no error
+		byFlag     bool
+	}{
+		{name: "FILES_PATH", env: map[string]string{"FILES_PATH": "/srv/files"}, flags: map[string][]string{"profile": {"bootstrap"}},
+			ignoredSrc: "environment FILES_PATH"},
+		{name: "METANODE_FILES", env: map[string]string{"METANODE_FILES": "/srv/files", "METANODE_PROFILE": "bootstrap"},
+			ignoredSrc: "environment METANODE_FILES"},
+		{name: "bootstrap.yml and FILES_PATH", env: map[string]string{"FILES_PATH": "/srv/files"}, config: "../../configs/bootstrap.yml",
+			ignoredSrc: "environment FILES_PATH"},
+		{name: "profile home keeps it", env: map[string]string{"FILES_PATH": "/srv/files"}, wantFiles: "/srv/files"},
+		{name: "flag", env: map[string]string{"FILES_PATH": "/srv/files"}, flags: map[string][]string{"profile": {"bootstrap"}, "files": {"/srv/flag"}},
+			errSrc: "flag --files", byFlag: true},
+		{name: "file", config: filesConf, flags: map[string][]string{"profile": {"bootstrap"}},
+			errSrc: "config file " + filesConf + " line 1"},
+		{name: "file under FILES_PATH", env: map[string]string{"FILES_PATH": "/srv/files"}, config: filesConf, flags: map[string][]string{"profile": {"bootstrap"}},
+			errSrc: "environment FILES_PATH"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"HOME": dir}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			got, layers, err := LoadConfig(loadOptions{getenv: envMap(env), configPath: tc.config, flags: tc.flags})
+			if tc.errSrc != "" {
+				var ce *ConfigError
+				if !errors.As(err, &ce) || ce.Field != "files" || ce.Source != tc.errSrc || ce.ByFlag != tc.byFlag ||
+					!strings.Contains(ce.Error(), "a bootstrap node runs no file watcher") {
+					t.Fatalf("err = %v (%+v), want files refused from %q (by flag %v)", err, ce, tc.errSrc, tc.byFlag)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Files != tc.wantFiles {
+				t.Errorf("files = %q, want %q", got.Files, tc.wantFiles)
+			}
+			if tc.ignoredSrc == "" {
+				if len(layers.ignored) != 0 {
+					t.Errorf("ignored %+v, want none", layers.ignored)
+				}
+				return
+			}
+			want := []ignoredSetting{{field: "files", value: "/srv/files", source: tc.ignoredSrc, why: "a bootstrap node runs no file watcher"}}
+			if !slices.Equal(layers.ignored, want) {
+				t.Errorf("ignored %+v, want %+v", layers.ignored, want)
+			}
+			if layers.set["files"] || got.NodeConfig().FilesRoot != "" {
+				t.Errorf("files still set (%v) or handed to the node (%q)", layers.set["files"], got.NodeConfig().FilesRoot)
+			}
+		})
+	}
+}
+
+// TestRun_BootstrapIgnoresFilesFromEnvironment: serve under the bootstrap
+// profile with FILES_PATH set (as the container image sets it) starts, runs
+// no watcher, and says once, at WARN, that the variable was ignored.
+func TestRun_BootstrapIgnoresFilesFromEnvironment(t *testing.T) {
+	files := t.TempDir() // exists: a watcher on it would report ok
+	url, logs, stop := serveInProcess(t, map[string]string{"HOME": t.TempDir(), "FILES_PATH": files},
+		"--data", t.TempDir(), "--profile", "bootstrap")
+	r := runCLI(t, map[string]string{"METANODE_API": url}, nil, "health")
+	r.want(t, 0, "health")
+	var h struct{ Checks map[string]string }
+	if err := json.Unmarshal([]byte(r.stdout), &h); err != nil || h.Checks["watcher"] != "off" {
+		t.Fatalf("health %s (%v): want the watcher off", r.stdout, err)
+	}
+	if c := stop(); c != 0 {
+		t.Fatalf("serve after cancel: exit %d: %s", c, logs.String())
+	}
+	var warns []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var m struct{ Level, Msg, Value, From string }
+		if json.Unmarshal([]byte(line), &m) == nil && m.Level == "WARN" && strings.HasPrefix(m.Msg, "files ignored") {
+			if m.Msg != "files ignored: a bootstrap node runs no file watcher" || m.Value != files || m.From != "environment FILES_PATH" {
+				t.Errorf("warning %s: want the reason, the value and the variable", line)
+			}
+			warns = append(warns, line)
+		}
+	}
+	if len(warns) != 1 {
+		t.Fatalf("%d warnings about files, want 1:\n%s", len(warns), logs.String())
+	}
+}
