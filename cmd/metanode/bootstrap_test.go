@@ -109,3 +109,55 @@ func TestRun_BootstrapIgnoresFilesFromEnvironment(t *testing.T) {
 		t.Fatalf("%d warnings about files, want 1:\n%s", len(warns), logs.String())
 	}
 }
+
+// TestLoadConfig_BootstrapProfileDefaults: the profile alone gives what
+// configs/bootstrap.yml sets (README says the two differ only in the data
+// directory and the log format), and a value any layer sets wins over it.
+func TestLoadConfig_BootstrapProfileDefaults(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"HOME": dir}
+	profile, _, err := LoadConfig(loadOptions{getenv: envMap(env), flags: map[string][]string{"profile": {"bootstrap"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if profile.MDNS || profile.MaxConns != 512 || !slices.Equal(profile.Listen, BootstrapListen) || profile.Trust != "open" {
+		t.Fatalf("--profile bootstrap alone:\n%s", profile)
+	}
+	yml, _, err := LoadConfig(loadOptions{getenv: envMap(env), configPath: "../../configs/bootstrap.yml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if yml.Data == profile.Data || yml.LogFormat == profile.LogFormat {
+		t.Fatalf("bootstrap.yml's data (%s) and log format (%s) are the profile's: README's list of differences is stale", yml.Data, yml.LogFormat)
+	}
+	yml.Data, yml.LogFormat = profile.Data, profile.LogFormat
+	if !equalConfig(profile, yml) {
+		t.Fatalf("--profile bootstrap:\n%s\nconfigs/bootstrap.yml (data and log format aside):\n%s", profile, yml)
+	}
+
+	conf := writeFile(t, dir, "c.yml", "profile: bootstrap\nmdns: true\nmax-conns: 9\nlisten: /ip4/127.0.0.1/tcp/4001\n")
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		config string
+		flags  map[string][]string
+	}{
+		{name: "flags", flags: map[string][]string{"profile": {"bootstrap"}, "mdns": {"true"}, "max-conns": {"9"}, "listen": {"/ip4/127.0.0.1/tcp/4001"}}},
+		{name: "environment", env: map[string]string{"METANODE_PROFILE": "bootstrap", "METANODE_MDNS": "true", "METANODE_MAX_CONNS": "9", "METANODE_LISTEN": "/ip4/127.0.0.1/tcp/4001"}},
+		{name: "config file", config: conf},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := map[string]string{"HOME": dir}
+			for k, v := range tc.env {
+				e[k] = v
+			}
+			got, _, err := LoadConfig(loadOptions{getenv: envMap(e), configPath: tc.config, flags: tc.flags})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Profile != "bootstrap" || !got.MDNS || got.MaxConns != 9 || !slices.Equal(got.Listen, []string{"/ip4/127.0.0.1/tcp/4001"}) {
+				t.Fatalf("explicit mdns, max-conns and listen lost to the profile:\n%s", got)
+			}
+		})
+	}
+}

@@ -52,6 +52,14 @@ type Config struct {
 // DefaultListen are the swarm's listen addresses unless told otherwise.
 var DefaultListen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
 
+// BootstrapListen are a bootstrap node's: IPv6 too, as homes may reach a
+// public host by either (configs/bootstrap.yml lists the same).
+var BootstrapListen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1", "/ip6/::/tcp/4001", "/ip6/::/udp/4001/quic-v1"}
+
+// bootstrapMaxConns is a bootstrap node's connection budget: it serves
+// every home of the swarm, not a few peers.
+const bootstrapMaxConns = 512
+
 // DefaultConfig is the embedded default configuration (data directory
 // aside, which depends on the environment: see defaultDataDir).
 func DefaultConfig() Config {
@@ -106,7 +114,7 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.AutoTrustLocal }},
 	{name: "replicate", env: []string{"METANODE_REPLICATE"}, usage: "keep every trusted claim (all) or only claims about known cids (interest)",
 		field: func(c *Config) any { return &c.Replicate }, check: func(c *Config) string { return oneOf(c.Replicate, "all", "interest") }},
-	{name: "profile", env: []string{"METANODE_PROFILE"}, usage: "preset: home or bootstrap (DHT server, relay, peer exchange, open trust, no watcher)",
+	{name: "profile", env: []string{"METANODE_PROFILE"}, usage: "preset: home or bootstrap (DHT server, relay, peer exchange; unless set: open trust, no mDNS, max-conns 512, listen on IPv4 and IPv6 port 4001; no watcher)",
 		field: func(c *Config) any { return &c.Profile }, check: func(c *Config) string { return oneOf(c.Profile, "home", "bootstrap") }},
 	{name: "mdns", env: []string{"METANODE_MDNS"}, usage: "discover peers on the LAN (mDNS)",
 		field: func(c *Config) any { return &c.MDNS }},
@@ -466,7 +474,9 @@ func (s *setting) parse(c *Config, vals []string, src string) error {
 }
 
 // applyProfile fills what no layer set. The bootstrap profile trusts any
-// valid signer by default, keeps everything and runs no watcher: a files
+// valid signer by default, runs no mDNS (a server has no LAN to discover),
+// keeps 512 connections, listens on IPv4 and IPv6 (the values of
+// configs/bootstrap.yml), keeps everything and runs no watcher: a files
 // root from the config file or a flag is refused, one from the environment
 // alone is dropped and recorded in layers.ignored (the container image sets
 // FILES_PATH for every command).
@@ -477,6 +487,15 @@ func (c *Config) applyProfile(layers *configLayers) error {
 	set := layers.set
 	if !set["trust"] {
 		c.Trust = "open"
+	}
+	if !set["mdns"] {
+		c.MDNS = false
+	}
+	if !set["max-conns"] {
+		c.MaxConns = bootstrapMaxConns
+	}
+	if !set["listen"] {
+		c.Listen = slices.Clone(BootstrapListen)
 	}
 	if c.Files != "" {
 		const why = "a bootstrap node runs no file watcher"
