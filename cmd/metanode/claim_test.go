@@ -159,3 +159,83 @@ func TestRun_ClaimPutMalformedLine(t *testing.T) {
 		t.Fatalf("get after the put: %s", r.stdout)
 	}
 }
+
+// TestRun_ClaimPutUntrustedHint: a claim the node refuses as untrusted_signer
+// gets, in the one error line, the command that accepts its signer (found
+// from each result's slug, not its message); following it works. Other
+// rejections get no such hint.
+func TestRun_ClaimPutUntrustedHint(t *testing.T) {
+	dir := t.TempDir()
+	url, _, _ := serveInProcess(t, map[string]string{"HOME": dir}, "--data", filepath.Join(dir, "data"), "--auto-trust-local=false")
+	env := map[string]string{"METANODE_API": url}
+	const cid = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"
+	keys := make([]string, 3)
+	uids := make([]string, 3)
+	for i := range keys {
+		keys[i] = filepath.Join(dir, fmt.Sprintf("p%d.key", i))
+		r := runCLI(t, nil, nil, "keygen", "--out", keys[i])
+		r.want(t, 0, "keygen")
+		uids[i] = strings.TrimSpace(r.stdout)
+	}
+	put := []string{"claim", "put", "--signer", keys[0], "--cid", cid, "--key", "title", "--value", "Heat"}
+	r := runCLI(t, env, nil, put...)
+	r.want(t, 1, put...)
+	if !strings.Contains(r.stdout, `"error":"untrusted_signer"`) {
+		t.Fatalf("stdout %q: want the claim refused as untrusted_signer", r.stdout)
+	}
+	want := "metanode claim put: 1 of 1 claims rejected (see the error of each result above); 'metanode trust add " + uids[0] + "' to accept this signer\n"
+	if r.stderr != want {
+		t.Fatalf("stderr %q, want %q", r.stderr, want)
+	}
+	// The hint's command, then the same put, accepted.
+	runCLI(t, env, nil, "trust", "add", uids[0]).want(t, 0, "trust add")
+	r = runCLI(t, env, nil, put...)
+	r.want(t, 0, put...)
+
+	// From stdin: two untrusted signers named once each, in order; a bad
+	// signature from the trusted one adds no hint of its own.
+	var in bytes.Buffer
+	line := func(key string, k, v string, bad bool) {
+		s, err := store.LoadSigner(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := s.Text(cid, k, v, 1_700_000_000_000)
+		if bad {
+			c.Value = []byte(v + "!") // the signature no longer matches
+		}
+		b, err := c.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&in, "%s\n", b)
+	}
+	line(keys[1], "year", "1995", false)
+	line(keys[2], "year", "1996", false)
+	line(keys[1], "genre", "crime", false)
+	line(keys[0], "year", "1995", true)
+	r = runCLI(t, env, &in, "claim", "put", "-")
+	r.want(t, 1, "claim put -")
+	if n := strings.Count(r.stdout, `"error":"untrusted_signer"`); n != 3 || !strings.Contains(r.stdout, `"error":"bad_signature"`) {
+		t.Fatalf("stdout %q: want 3 untrusted and 1 bad signature", r.stdout)
+	}
+	want = "metanode claim put: 4 of 4 claims rejected (see the error of each result above); 'metanode trust add UID' to accept a signer (2 untrusted: " + uids[1] + ", " + uids[2] + ")\n"
+	if r.stderr != want {
+		t.Fatalf("stderr %q, want %q", r.stderr, want)
+	}
+}
+
+func TestTrustHint(t *testing.T) {
+	for _, tc := range []struct {
+		uids []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"za"}, "; 'metanode trust add za' to accept this signer"},
+		{[]string{"za", "zb", "zc", "zd", "ze"}, "; 'metanode trust add UID' to accept a signer (5 untrusted: za, zb, zc and 2 more)"},
+	} {
+		if got := trustHint(tc.uids); got != tc.want {
+			t.Errorf("trustHint(%q) = %q, want %q", tc.uids, got, tc.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"syscall"
 	"time"
 
@@ -144,14 +145,22 @@ when any line was malformed or any claim rejected.`)
 		return err
 	}
 	var total, rejected, malformed int
+	var untrusted []string // signers refused as untrusted, in order, once each
+	seen := make(map[string]bool)
+	untrustedSlug := store.Slug(store.ErrUntrusted)
 	post := func(batch []store.Claim) error {
 		resp, err := cl.PostClaims(ctx, batch)
 		if err != nil {
 			return explainClient(err, base)
 		}
-		for _, r := range resp.Results {
+		for i, r := range resp.Results {
 			if err := c.printLine(r); err != nil {
 				return err
+			}
+			// Results are in request order: the claim names the signer.
+			if r.Error == untrustedSlug && i < len(batch) && !seen[batch[i].UID] {
+				seen[batch[i].UID] = true
+				untrusted = append(untrusted, batch[i].UID)
 			}
 		}
 		total += len(batch)
@@ -172,15 +181,33 @@ when any line was malformed or any claim rejected.`)
 	if err != nil {
 		return err
 	}
+	hint := trustHint(untrusted)
 	switch {
 	case malformed > 0 && rejected > 0:
-		return fmt.Errorf("%d malformed lines not posted (above); %d of %d claims posted were rejected (see the error of each result)", malformed, rejected, total)
+		return fmt.Errorf("%d malformed lines not posted (above); %d of %d claims posted were rejected (see the error of each result)%s", malformed, rejected, total, hint)
 	case malformed > 0:
 		return fmt.Errorf("%d malformed lines not posted (above); %d claims posted", malformed, total)
 	case rejected > 0:
-		return fmt.Errorf("%d of %d claims rejected (see the error of each result above)", rejected, total)
+		return fmt.Errorf("%d of %d claims rejected (see the error of each result above)%s", rejected, total, hint)
 	}
 	return nil
+}
+
+// trustHint says how to accept the signers the node refused as untrusted
+// ("" when none was).
+func trustHint(uids []string) string {
+	switch len(uids) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("; 'metanode trust add %s' to accept this signer", uids[0])
+	}
+	const shown = 3
+	list := strings.Join(uids[:min(len(uids), shown)], ", ")
+	if len(uids) > shown {
+		list += fmt.Sprintf(" and %d more", len(uids)-shown)
+	}
+	return fmt.Sprintf("; 'metanode trust add UID' to accept a signer (%d untrusted: %s)", len(uids), list)
 }
 
 func (c *cli) get(ctx context.Context, args []string) error {
@@ -198,6 +225,13 @@ func (c *cli) get(ctx context.Context, args []string) error {
 	}
 	if err := store.CheckCID(pos[0]); err != nil {
 		return usagef("get", "%v", err)
+	}
+	if *as != "" {
+		// Checked here, as trust add does: a bad flag value is a usage
+		// error, not the node's 400.
+		if err := store.CheckUID(*as); err != nil {
+			return usagef("get", "--as: %v; give a signer's uid, as 'metanode keygen' or 'metanode id' prints it", err)
+		}
 	}
 	cl, base, err := c.target(tgt)
 	if err != nil {

@@ -253,7 +253,7 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 
 func (c *cli) version(ctx context.Context, args []string) error {
 	fs := c.flagSet("version", "version", "Prints the version of this binary.")
-	if _, err := c.parse(fs, args); err != nil {
+	if err := c.noArgs(fs, args); err != nil {
 		return err
 	}
 	fmt.Fprintln(c.stdout, "metanode", version)

@@ -103,7 +103,10 @@ func TestRun_HelpAndUsage(t *testing.T) {
 		{"trust"}, {"trust", "add"}, {"trust", "add", "not-a-uid"}, {"trust", "wave"}, {"claim"},
 		{"claim", "sign"}, {"claim", "sign", "--signer", "k", "--cid", "c", "--key", "k"},
 		{"claim", "burn"}, {"bench"}, {"bench", "verify", "--claims", "0"}, {"keygen", "x"},
-		{"status", "--api", "ftp://x"}, {"id", "extra"},
+		{"status", "--api", "ftp://x"}, {"id", "extra"}, {"version", "extra"},
+		// Checked before any request: with no node at the default address,
+		// a check left to the node would exit 1.
+		{"get", "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy", "--as", "bad"},
 		{"bench", "swarm", "--only", "fast"}, {"bench", "swarm", "--nodes", "1"},
 		{"get", "--bogus", "x"}, {"health", "--wait", "soon"}, {"claim", "sign", "--ts", "yesterday"},
 		// A bad value of a setting given as a flag is a usage error too.
@@ -205,6 +208,22 @@ func TestRun_Version(t *testing.T) {
 	r.want(t, 0, "version")
 	if !strings.HasPrefix(r.stdout, "metanode ") {
 		t.Fatalf("version: %q", r.stdout)
+	}
+	r = runCLI(t, nil, nil, "version", "extra")
+	if want := "metanode version: unexpected argument \"extra\"\n"; !strings.HasPrefix(r.stderr, want) || r.code != exitUsage {
+		t.Fatalf("version extra: exit %d, stderr %q: want 2 and %q", r.code, r.stderr, want)
+	}
+}
+
+// TestRun_GetBadAs: get checks --as as trust add checks its uid: a usage
+// error naming the flag, in one line, before asking any node.
+func TestRun_GetBadAs(t *testing.T) {
+	args := []string{"get", "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy", "--as", "zBAD", "--api", "http://127.0.0.1:1"}
+	r := runCLI(t, nil, nil, args...)
+	r.want(t, exitUsage, args...)
+	first, _, _ := strings.Cut(r.stderr, "\n")
+	if !strings.HasPrefix(first, "metanode get: --as: bad uid: ") || !strings.Contains(first, `"zBAD"`) || !strings.Contains(first, "metanode id") {
+		t.Fatalf("stderr %q: want the flag, the value and where a uid comes from", r.stderr)
 	}
 }
 
