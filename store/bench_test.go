@@ -123,7 +123,15 @@ func BenchmarkStore(b *testing.B) {
 			}
 		})
 	}
+	// The signer a trust change below is about: the filename guesser,
+	// whose titles compete on most records (a plugin gone bad).
+	vandal, vandalClaims := d.Signers[2].UID(), 0
 	err := d.Each(1000, func(cs []store.Claim) error {
+		for i := range cs {
+			if cs[i].UID == vandal {
+				vandalClaims++
+			}
+		}
 		batches <- slices.Clone(cs)
 		return nil
 	})
@@ -206,6 +214,19 @@ func BenchmarkStore(b *testing.B) {
 		b.Fatal(err)
 	}
 	rebuild := time.Since(t0)
+
+	// A trust change at scale: the owner distrusts one plugin (its votes
+	// leave every merged value they were in), then trusts it again.
+	t0 = time.Now()
+	if err := s.Distrust(ctx, vandal); err != nil {
+		b.Fatal(err)
+	}
+	distrust := time.Since(t0)
+	t0 = time.Now()
+	if err := s.Trust(ctx, vandal, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	retrust := time.Since(t0)
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -227,16 +248,17 @@ func BenchmarkStore(b *testing.B) {
 	b.ReportMetric(restart.Seconds(), "restart-s")
 	b.ReportMetric(rebuild.Seconds(), "rebuild-s")
 	b.ReportMetric(float64(hwmIngest)/(1<<20), "peak-RSS-MB")
+	b.ReportMetric(distrust.Seconds(), "distrust-s")
 	b.Logf("%d claims, %d records, %d cores: ingest %.0f claims/s in %s = %.2f of the verify limit (%.0f/s); "+
 		"CPU per claim: ingest %s, verification %s (ratio %.2f); "+
 		"the store's verification with key tables %.0f/s, %s per claim (ingest %.2f of it by wall clock, %.2f by CPU); "+
 		"record by cid p50 %s p99 %s, %.0f reads/s with %d readers; restart to serving %s (sync set ready %s); "+
-		"full rebuild %s; RSS after ingest %d MB (peak %d MB; Go heap in use %d MB of %d MB from the OS), serving after restart %d MB",
+		"full rebuild %s; distrust of a signer of %d claims %s, trusting it again %s; RSS after ingest %d MB (peak %d MB; Go heap in use %d MB of %d MB from the OS), serving after restart %d MB",
 		n, st.Records, runtime.GOMAXPROCS(0), rate, ingest.Round(time.Millisecond), rate/limit, limit,
 		ingestCPU, verifyCPU, float64(verifyCPU)/float64(ingestCPU),
 		tabled, tabledCPU, rate/tabled, float64(tabledCPU)/float64(ingestCPU),
 		p50, p99, readRate, readers, restart.Round(time.Millisecond), syncReady.Round(time.Millisecond),
-		rebuild.Round(time.Millisecond), rssIngest>>20, hwmIngest>>20, goHeap>>20, goSys>>20, rssServing>>20)
+		rebuild.Round(time.Millisecond), vandalClaims, distrust.Round(time.Millisecond), retrust.Round(time.Millisecond), rssIngest>>20, hwmIngest>>20, goHeap>>20, goSys>>20, rssServing>>20)
 	fmt.Fprintln(os.Stderr)
 }
 
