@@ -10,9 +10,6 @@ import (
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
-
-	"github.com/metanode/metanode/store"
-	"github.com/metanode/metanode/store/storetest"
 )
 
 // TestDial_NegotiateReports: a handshake that fails at an address that
@@ -23,14 +20,7 @@ import (
 // off reported "swarm key mismatch" at its own port, and a typo'd port
 // sent owners to check a swarm.key neither node had.)
 func TestDial_NegotiateReports(t *testing.T) {
-	signer := storetest.Signer(303)
-	s := New(Config{Identity: signer, Store: storetest.Open(t, store.Config{OwnUID: signer.UID()}),
-		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Name: "t", SyncInterval: time.Hour, NoAutoSync: true,
-		Logger: storetest.Logger(t, 8)})
-	if err := s.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := loopbackSwarm(t, 303)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 

@@ -110,14 +110,7 @@ func fakePeer(t *testing.T, addr ma.Multiaddr) peer.AddrInfo {
 // land while the first dial's connection is still open (a dial holds it
 // for dialTimeout).
 func TestPeers_BlockedPeerCutOffWhileDialing(t *testing.T) {
-	signer := storetest.Signer(302)
-	s := New(Config{Identity: signer, Store: storetest.Open(t, store.Config{OwnUID: signer.UID()}),
-		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Name: "t", SyncInterval: time.Hour, NoAutoSync: true,
-		Logger: storetest.Logger(t, 8)})
-	if err := s.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := loopbackSwarm(t, 302)
 	// The attacker connects first: its set-up (a host, a handshake under
 	// -race) must not eat into the first dial's dialTimeout.
 	att, err := libp2p.New(libp2p.NoListenAddrs, libp2p.DisableMetrics())
@@ -256,4 +249,19 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// loopbackSwarm opens a swarm on a real host listening on 127.0.0.1 (TCP),
+// signer number seed, no syncs of its own; closed when the test ends.
+func loopbackSwarm(t *testing.T, seed int) *Swarm {
+	t.Helper()
+	signer := storetest.Signer(seed)
+	s := New(Config{Identity: signer, Store: storetest.Open(t, store.Config{OwnUID: signer.UID()}),
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Name: "t", SyncInterval: time.Hour, NoAutoSync: true,
+		Logger: storetest.Logger(t, 8)})
+	if err := s.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
