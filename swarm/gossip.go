@@ -547,37 +547,27 @@ func (s *Swarm) relayGossip(vouches, claims []store.Claim) {
 }
 
 // runPublisher batches local claims: a batch leaves after
-// gossipBatchWindow or once it reaches gossipBatchBytes.
+// gossipBatchWindow or once it reaches gossipBatchBytes, cut into messages
+// by packGossip (each Publish call kept whole where it fits).
 func (s *Swarm) runPublisher(ctx context.Context) {
-	var pending []store.Claim
-	size := 0
+	var pending [][]store.Claim // one entry per Publish call
+	queued, size := 0, 0
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	flush := func() {
 		timer.Stop()
-		for len(pending) > 0 {
-			n, bytes := 0, 0
-			for n < len(pending) && n < maxGossipClaims {
-				w := len(pending[n].Wire())
-				if n > 0 && bytes+w > maxGossipBytes-16 {
-					break
-				}
-				bytes += w
-				n++
-			}
-			data := encodeGossip(pending[:n])
-			if err := s.topic.Publish(ctx, data); err != nil {
+		for _, msg := range packGossip(pending) {
+			if err := s.topic.Publish(ctx, encodeGossip(msg)); err != nil {
 				if ctx.Err() == nil {
-					s.log.Warn("publish gossip", "claims", n, "err", err)
+					s.log.Warn("publish gossip", "claims", len(msg), "err", err)
 				}
 			} else {
-				s.met.gossipPublished.Add(float64(n))
-				s.counters.published.Add(int64(n))
+				s.met.gossipPublished.Add(float64(len(msg)))
+				s.counters.published.Add(int64(len(msg)))
 			}
-			pending = pending[n:]
 		}
-		pending, size = nil, 0
+		pending, queued, size = nil, 0, 0
 	}
 	for {
 		select {
@@ -587,11 +577,12 @@ func (s *Swarm) runPublisher(ctx context.Context) {
 			if len(pending) == 0 {
 				timer.Reset(gossipBatchWindow)
 			}
-			pending = append(pending, claims...)
+			pending = append(pending, claims)
+			queued += len(claims)
 			for i := range claims {
 				size += len(claims[i].Value) + len(claims[i].CID) + len(claims[i].Key) + 120
 			}
-			if size >= gossipBatchBytes || len(pending) >= maxGossipClaims {
+			if size >= gossipBatchBytes || queued >= maxGossipClaims {
 				flush()
 			}
 		case <-timer.C:

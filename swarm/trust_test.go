@@ -291,3 +291,29 @@ func TestSync_UntrustedSetAsideUnverified(t *testing.T) {
 		t.Fatalf("the node stored %d untrusted claims", n)
 	}
 }
+
+// TestGossip_VouchLeadsEverySplitPart: a new writer's first write bigger
+// than one gossip message (a plugin's first scan) is published with its
+// vouch in one call; the publisher splits it and the vouch leads every
+// part, so a home that trusts the voucher takes every part live. With the
+// vouch in the first part only, the home validated the other parts before
+// it stored the vouch and refused them. No sync runs.
+func TestGossip_VouchLeadsEverySplitPart(t *testing.T) {
+	mn := newMocknet(t)
+	noSync := func(c *swarm.Config) { c.NoAutoSync = true }
+	pub := newNode(t, nodeOpt{mn: mn, swarm: noSync})
+	home := newNode(t, nodeOpt{mn: mn, trust: store.TrustList, swarm: noSync})
+	linkConnect(t, mn, pub, home)
+	waitForMesh(t, []*node{pub, home})
+	v, w := mustSigner(t), mustSigner(t)
+	if err := home.st.Trust(context.Background(), v.UID(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	ts := uint64(time.Now().UnixMilli()) - 60_000
+	msg := append([]store.Claim{vouch(t, v, w.UID(), ts)}, signMany(w, 0, 2100, ts+1)...) // three parts
+	pub.sw.Publish(msg)
+	waitFor(t, 60*time.Second, "every part on home", func() bool { return home.holds(msg...) })
+	if n := home.sw.GossipClaims("untrusted"); n != 0 {
+		t.Fatalf("home refused %v claims of the vouched writer", n)
+	}
+}
