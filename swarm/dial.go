@@ -96,7 +96,7 @@ func (s *Swarm) dialWith(ctx context.Context, ai peer.AddrInfo, report bool) err
 	if len(addrs) == 0 {
 		addrs = s.host.Peerstore().Addrs(ai.ID)
 	}
-	addr, ok := probeTCP(ctx, s.notOwn(addrs))
+	addr, ok := probeTCP(ctx, addrs, s.isOwn)
 	if !ok {
 		return err // unreachable, or no TCP address: nothing to report
 	}
@@ -142,21 +142,17 @@ func (s *Swarm) negotiateHint() string {
 		"(its --listen, default 4001), that its node is responding, and that it has no swarm key either"
 }
 
-// notOwn leaves out the addresses this node itself listens on: a code or
-// bootstrap list made on another machine may name 127.0.0.1:4001, which
-// here is this node, and its TCP answer says nothing about the peer.
-func (s *Swarm) notOwn(addrs []ma.Multiaddr) []ma.Multiaddr {
-	own, err := s.host.Network().InterfaceListenAddresses()
+// isOwn reports whether a resolved TCP address is one this node listens
+// on: a code or bootstrap list made on another machine may name
+// 127.0.0.1:4001 (or localhost), which here is this node, and its TCP
+// answer says nothing about the peer.
+func (s *Swarm) isOwn(a net.Addr) bool {
+	m, err := manet.FromNetAddr(a)
 	if err != nil {
-		return addrs
+		return false
 	}
-	out := make([]ma.Multiaddr, 0, len(addrs))
-	for _, a := range addrs {
-		if !slices.ContainsFunc(own, func(o ma.Multiaddr) bool { return sameTCP(a, o) }) {
-			out = append(out, a)
-		}
-	}
-	return out
+	own, err := s.host.Network().InterfaceListenAddresses()
+	return err == nil && slices.ContainsFunc(own, func(o ma.Multiaddr) bool { return sameTCP(m, o) })
 }
 
 // sameTCP reports whether a and b name the same TCP ip:port.
@@ -178,8 +174,9 @@ func (s *Swarm) connectOnce(ctx context.Context, ai peer.AddrInfo) error {
 	return s.host.Connect(dctx, ai)
 }
 
-// probeTCP reports the first TCP address that accepts a plain connection.
-func probeTCP(ctx context.Context, addrs []ma.Multiaddr) (ma.Multiaddr, bool) {
+// probeTCP reports the first TCP address that accepts a plain connection
+// from something other than this node (own).
+func probeTCP(ctx context.Context, addrs []ma.Multiaddr, own func(net.Addr) bool) (ma.Multiaddr, bool) {
 	var d net.Dialer
 	for _, a := range addrs {
 		if _, err := a.ValueForProtocol(ma.P_TCP); err != nil {
@@ -193,7 +190,11 @@ func probeTCP(ctx context.Context, addrs []ma.Multiaddr) (ma.Multiaddr, bool) {
 		c, err := d.DialContext(pctx, network, host)
 		cancel()
 		if err == nil {
+			self := own != nil && own(c.RemoteAddr())
 			_ = c.Close()
+			if self {
+				continue // a name for this node's own listener
+			}
 			return a, true
 		}
 	}

@@ -62,12 +62,19 @@ func TestDial_NegotiateReports(t *testing.T) {
 	if own == nil {
 		t.Fatal("no TCP listen address")
 	}
-	before := len(s.Status().Errors)
-	err = s.dial(ctx, fakePeer(t, own))
-	if err == nil || errors.Is(err, ErrCannotNegotiate) {
-		t.Fatalf("dial of this node's own address as another peer: %v, want a plain dial error", err)
+	port, err := own.ValueForProtocol(ma.P_TCP)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := len(s.Status().Errors); n != before {
-		t.Errorf("a dial that reached this node itself was reported: %v", s.Status().Errors)
+	// By address, and by a name for it (review 10, R10-4).
+	for _, a := range []ma.Multiaddr{own, ma.StringCast("/dns4/localhost/tcp/" + port)} {
+		before := len(s.Status().Errors)
+		err = s.dial(ctx, fakePeer(t, a))
+		if err == nil || errors.Is(err, ErrCannotNegotiate) {
+			t.Fatalf("dial of this node's own listener at %s as another peer: %v, want a plain dial error", a, err)
+		}
+		if n := len(s.Status().Errors); n != before {
+			t.Errorf("a dial that reached this node itself at %s was reported: %v", a, s.Status().Errors)
+		}
 	}
 }

@@ -515,6 +515,7 @@ func (s *Swarm) runGossipStore(ctx context.Context) {
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("store gossip", "claims", len(claims), "err", err)
+					s.relayGossip(vouches, nil) // stored before: they still go on
 				}
 				continue
 			}
