@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/metanode/metanode/api"
@@ -34,8 +35,53 @@ func (n *Node) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.
 		n.share(vouches, vres)
 		return nil, err
 	}
+	if len(vouches) == 0 {
+		// A write that overtook the one that made its signer's vouch
+		// (stored first, published once its own batch is) must carry it.
+		if rv := n.recentVouches(claims); len(rv) > 0 {
+			vouches = rv
+			vres = make([]store.Result, len(rv))
+			for i := range vres {
+				vres[i].Stored = true
+			}
+		}
+	}
 	n.share(append(vouches[:len(vouches):len(vouches)], claims...), append(vres[:len(vres):len(vres)], res...))
 	return res, nil
+}
+
+// newVouch is a vouch this node made for a new local writer, and when.
+type newVouch struct {
+	c  store.Claim
+	at time.Time
+}
+
+// newVouchFor is how long every write of a new local writer publishes the
+// vouch made for it again, ahead of its claims: far longer than a batch
+// takes to store, so a write that overtakes the first never leaves first.
+const newVouchFor = 10 * time.Second
+
+// recentVouches returns the vouches made lately for signers of claims.
+func (n *Node) recentVouches(claims []store.Claim) []store.Claim {
+	n.newVouchMu.Lock()
+	defer n.newVouchMu.Unlock()
+	if len(n.newVouches) == 0 {
+		return nil
+	}
+	var out []store.Claim
+	seen := map[string]bool{}
+	for i := range claims {
+		uid := claims[i].UID
+		if v, ok := n.newVouches[uid]; ok && !seen[uid] {
+			seen[uid] = true
+			if time.Since(v.at) < newVouchFor {
+				out = append(out, v.c)
+			} else {
+				delete(n.newVouches, uid)
+			}
+		}
+	}
+	return out
 }
 
 // trustLocalSigners lists the local signers of a batch this node has not
@@ -107,6 +153,14 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) ([]s
 	if err != nil {
 		return nil, nil, fmt.Errorf("store vouches: %w", err)
 	}
+	n.newVouchMu.Lock()
+	for i := range vouches {
+		if i < len(res) && res[i].Stored {
+			uid, _ := strings.CutPrefix(vouches[i].Key, store.VouchPrefix)
+			n.newVouches[uid] = newVouch{vouches[i], time.Now()}
+		}
+	}
+	n.newVouchMu.Unlock()
 	for i := range vouches {
 		if err := notStored(vouches[i], res, i); err != nil {
 			n.share(vouches, res) // those stored are held: they go out

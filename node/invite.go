@@ -149,22 +149,21 @@ type pendingInvite struct {
 	UsedBy  string    `json:"usedBy,omitempty"` // the joiner's uid, once used
 }
 
-// shareableAddrs leaves out loopback addresses when there are others: on
-// the joiner's machine 127.0.0.1:4001 is the joiner itself, and a
-// bootstrap entry that dials itself makes it look broken whenever the
-// inviter is off. Two homes on one machine have only loopback: kept.
+// shareableAddrs puts loopback addresses last: on another machine they
+// name the joiner itself (its dial of one is a dial to itself, not a
+// failure it reports), and the cap on a code's addresses must keep the
+// others. They stay: a joiner on the same machine, as with a container
+// whose port is published on the host, may have no other way in.
 func shareableAddrs(addrs []string) []string {
-	var out []string
+	var out, loop []string
 	for _, a := range addrs {
-		m, err := ma.NewMultiaddr(a)
-		if err != nil || !manet.IsIPLoopback(m) {
+		if m, err := ma.NewMultiaddr(a); err == nil && manet.IsIPLoopback(m) {
+			loop = append(loop, a)
+		} else {
 			out = append(out, a)
 		}
 	}
-	if len(out) == 0 {
-		return addrs
-	}
-	return out
+	return append(out, loop...)
 }
 
 // Invite makes a pairing code valid for ttl (0: DefaultInviteTTL) and

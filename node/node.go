@@ -57,6 +57,11 @@ type Node struct {
 	// clockAhead: uid -> ts of an own vouch claim too far ahead of the
 	// clock to sign after yet, already logged (under trustMu).
 	clockAhead map[string]uint64
+	// newVouches: uid -> this node's vouch for a new local writer, for a
+	// while after it was made: published again ahead of that writer's
+	// claims by every write in that time (concurrent writes).
+	newVouchMu sync.Mutex
+	newVouches map[string]newVouch
 
 	mu     sync.Mutex
 	opened bool
@@ -80,6 +85,7 @@ func New(cfg Config) *Node {
 
 		trustEvery: trustCheckEvery,
 		clockAhead: make(map[string]uint64),
+		newVouches: make(map[string]newVouch),
 	}
 }
 
