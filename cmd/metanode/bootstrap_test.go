@@ -18,6 +18,7 @@ import (
 func TestLoadConfig_BootstrapFiles(t *testing.T) {
 	dir := t.TempDir()
 	filesConf := writeFile(t, dir, "files.yml", "files: /srv/conf\n")
+	noFilesConf := writeFile(t, dir, "nofiles.yml", "profile: bootstrap\nfiles: \"\"\n")
 	for _, tc := range []struct {
 		name       string
 		env        map[string]string
@@ -39,6 +40,10 @@ func TestLoadConfig_BootstrapFiles(t *testing.T) {
 			errSrc: "flag --files", byFlag: true},
 		{name: "file", config: filesConf, flags: map[string][]string{"profile": {"bootstrap"}},
 			errSrc: "config file " + filesConf + " line 1"},
+		// files: "" asks for no watcher: the image's variable is dropped
+		// as ever, not blamed on that line (review 10, R10-3).
+		{name: `files: "" under FILES_PATH`, env: map[string]string{"FILES_PATH": "/srv/files"}, config: noFilesConf,
+			ignoredSrc: "environment FILES_PATH"},
 		{name: "file under FILES_PATH", env: map[string]string{"FILES_PATH": "/srv/files"}, config: filesConf, flags: map[string][]string{"profile": {"bootstrap"}},
 			errSrc: "environment FILES_PATH"},
 	} {

@@ -183,7 +183,7 @@ func TestRun_ClaimPutUntrustedHint(t *testing.T) {
 	if !strings.Contains(r.stdout, `"error":"untrusted_signer"`) {
 		t.Fatalf("stdout %q: want the claim refused as untrusted_signer", r.stdout)
 	}
-	want := "metanode claim put: 1 of 1 claims rejected (see the error of each result above); 'metanode trust add " + uids[0] + "' to accept this signer\n"
+	want := "metanode claim put: 1 of 1 claims rejected (see the error of each result above); 'metanode trust add " + uids[0] + "' accepts this signer (check 'metanode trust ls' first: one removed with 'trust rm' is distrusted on purpose)\n"
 	if r.stderr != want {
 		t.Fatalf("stderr %q, want %q", r.stderr, want)
 	}
@@ -219,7 +219,7 @@ func TestRun_ClaimPutUntrustedHint(t *testing.T) {
 	if n := strings.Count(r.stdout, `"error":"untrusted_signer"`); n != 3 || !strings.Contains(r.stdout, `"error":"bad_signature"`) {
 		t.Fatalf("stdout %q: want 3 untrusted and 1 bad signature", r.stdout)
 	}
-	want = "metanode claim put: 4 of 4 claims rejected (see the error of each result above); 'metanode trust add UID' to accept a signer (2 untrusted: " + uids[1] + ", " + uids[2] + ")\n"
+	want = "metanode claim put: 4 of 4 claims rejected (see the error of each result above); 'metanode trust add UID' accepts a signer (check 'metanode trust ls' first: one removed with 'trust rm' is distrusted on purpose) (2 untrusted: " + uids[1] + ", " + uids[2] + ")\n"
 	if r.stderr != want {
 		t.Fatalf("stderr %q, want %q", r.stderr, want)
 	}
@@ -231,8 +231,8 @@ func TestTrustHint(t *testing.T) {
 		want string
 	}{
 		{nil, ""},
-		{[]string{"za"}, "; 'metanode trust add za' to accept this signer"},
-		{[]string{"za", "zb", "zc", "zd", "ze"}, "; 'metanode trust add UID' to accept a signer (5 untrusted: za, zb, zc and 2 more)"},
+		{[]string{"za"}, "; 'metanode trust add za' accepts this signer (check 'metanode trust ls' first: one removed with 'trust rm' is distrusted on purpose)"},
+		{[]string{"za", "zb", "zc", "zd", "ze"}, "; 'metanode trust add UID' accepts a signer (check 'metanode trust ls' first: one removed with 'trust rm' is distrusted on purpose) (5 untrusted: za, zb, zc and 2 more)"},
 	} {
 		if got := trustHint(tc.uids); got != tc.want {
 			t.Errorf("trustHint(%q) = %q, want %q", tc.uids, got, tc.want)

@@ -200,15 +200,20 @@ func trustHint(uids []string) string {
 	case 0:
 		return ""
 	case 1:
-		return fmt.Sprintf("; 'metanode trust add %s' to accept this signer", uids[0])
+		return fmt.Sprintf("; 'metanode trust add %s' accepts this signer%s", uids[0], distrustNote)
 	}
 	const shown = 3
 	list := strings.Join(uids[:min(len(uids), shown)], ", ")
 	if len(uids) > shown {
 		list += fmt.Sprintf(" and %d more", len(uids)-shown)
 	}
-	return fmt.Sprintf("; 'metanode trust add UID' to accept a signer (%d untrusted: %s)", len(uids), list)
+	return fmt.Sprintf("; 'metanode trust add UID' accepts a signer%s (%d untrusted: %s)", distrustNote, len(uids), list)
 }
+
+// distrustNote: with auto-trust on, a local write is refused as untrusted
+// only when the owner removed its signer, which is then no slip to undo
+// blindly (review 10, R10-6).
+const distrustNote = " (check 'metanode trust ls' first: one removed with 'trust rm' is distrusted on purpose)"
 
 func (c *cli) get(ctx context.Context, args []string) error {
 	fl := c.flagSet("get", "get CID [--remote] [--as UID] [--api URL]",

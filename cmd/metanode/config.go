@@ -362,7 +362,9 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 		}
 		layers.set[s.name] = true
 		layers.src[s.name] = src
-		layers.fileSrc[s.name] = src
+		if s.name != "files" || c.Files != "" { // files: "" asks for no watcher
+			layers.fileSrc[s.name] = src
+		}
 	}
 	if only != "" {
 		return nil
