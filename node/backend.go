@@ -38,7 +38,7 @@ func (n *Node) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.
 	if len(vouches) == 0 {
 		// A write that overtook the one that made its signer's vouch
 		// (stored first, published once its own batch is) must carry it.
-		if rv := n.recentVouches(claims); len(rv) > 0 {
+		if rv := n.recentVouches(claims, res); len(rv) > 0 {
 			vouches = rv
 			vres = make([]store.Result, len(rv))
 			for i := range vres {
@@ -61,8 +61,10 @@ type newVouch struct {
 // takes to store, so a write that overtakes the first never leaves first.
 const newVouchFor = 10 * time.Second
 
-// recentVouches returns the vouches made lately for signers of claims.
-func (n *Node) recentVouches(claims []store.Claim) []store.Claim {
+// recentVouches returns the vouches made lately for signers of claims the
+// store took (res): a refused claim (its signer distrusted since) carries
+// nothing.
+func (n *Node) recentVouches(claims []store.Claim, res []store.Result) []store.Claim {
 	n.newVouchMu.Lock()
 	defer n.newVouchMu.Unlock()
 	if len(n.newVouches) == 0 {
@@ -72,6 +74,9 @@ func (n *Node) recentVouches(claims []store.Claim) []store.Claim {
 	seen := map[string]bool{}
 	for i := range claims {
 		uid := claims[i].UID
+		if i >= len(res) || !res[i].Stored {
+			continue
+		}
 		if v, ok := n.newVouches[uid]; ok && !seen[uid] {
 			seen[uid] = true
 			if time.Since(v.at) < newVouchFor {
@@ -392,6 +397,9 @@ func (n *Node) Distrust(ctx context.Context, uid string) error {
 	if err != nil {
 		return err
 	}
+	n.newVouchMu.Lock()
+	delete(n.newVouches, uid) // not sent again with the signer's writes
+	n.newVouchMu.Unlock()
 	if err := n.store.DistrustAt(ctx, uid, at); err != nil {
 		return err
 	}
