@@ -35,15 +35,12 @@ func (n *Node) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.
 		n.share(vouches, vres)
 		return nil, err
 	}
-	if len(vouches) == 0 {
-		// A write that overtook the one that made its signer's vouch
-		// (stored first, published once its own batch is) must carry it.
-		if rv := n.recentVouches(claims, res); len(rv) > 0 {
-			vouches = rv
-			vres = make([]store.Result, len(rv))
-			for i := range vres {
-				vres[i].Stored = true
-			}
+	// A write that overtook the one that made its signer's vouch (stored
+	// first, published once its own batch is) must carry it too.
+	if rv := n.recentVouches(claims, res, vouches); len(rv) > 0 {
+		vouches = append(vouches[:len(vouches):len(vouches)], rv...)
+		for range rv {
+			vres = append(vres, store.Result{Stored: true})
 		}
 	}
 	n.share(append(vouches[:len(vouches):len(vouches)], claims...), append(vres[:len(vres):len(vres)], res...))
@@ -62,16 +59,24 @@ type newVouch struct {
 const newVouchFor = 10 * time.Second
 
 // recentVouches returns the vouches made lately for signers of claims the
-// store took (res): a refused claim (its signer distrusted since) carries
-// nothing.
-func (n *Node) recentVouches(claims []store.Claim, res []store.Result) []store.Claim {
+// store took (res), other than those this write made itself (made): a
+// refused claim (its signer distrusted since) carries nothing.
+func (n *Node) recentVouches(claims []store.Claim, res []store.Result, made []store.Claim) []store.Claim {
 	n.newVouchMu.Lock()
 	defer n.newVouchMu.Unlock()
+	for uid, v := range n.newVouches { // a handful at most
+		if time.Since(v.at) >= newVouchFor {
+			delete(n.newVouches, uid)
+		}
+	}
 	if len(n.newVouches) == 0 {
 		return nil
 	}
 	var out []store.Claim
 	seen := map[string]bool{}
+	for _, v := range made {
+		seen[strings.TrimPrefix(v.Key, store.VouchPrefix)] = true
+	}
 	for i := range claims {
 		uid := claims[i].UID
 		if i >= len(res) || !res[i].Stored {
@@ -79,11 +84,7 @@ func (n *Node) recentVouches(claims []store.Claim, res []store.Result) []store.C
 		}
 		if v, ok := n.newVouches[uid]; ok && !seen[uid] {
 			seen[uid] = true
-			if time.Since(v.at) < newVouchFor {
-				out = append(out, v.c)
-			} else {
-				delete(n.newVouches, uid)
-			}
+			out = append(out, v.c)
 		}
 	}
 	return out
@@ -154,18 +155,24 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) ([]s
 	if len(vouches) == 0 {
 		return nil, nil, nil
 	}
-	res, err := n.store.Submit(ctx, vouches, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})
-	if err != nil {
-		return nil, nil, fmt.Errorf("store vouches: %w", err)
-	}
+	// Noted before they are stored: a write that sees the signer trusted
+	// (right after the commit) must find its vouch here too.
 	n.newVouchMu.Lock()
-	for i := range vouches {
-		if i < len(res) && res[i].Stored {
-			uid, _ := strings.CutPrefix(vouches[i].Key, store.VouchPrefix)
-			n.newVouches[uid] = newVouch{vouches[i], time.Now()}
+	for _, v := range vouches {
+		n.newVouches[strings.TrimPrefix(v.Key, store.VouchPrefix)] = newVouch{v, time.Now()}
+	}
+	n.newVouchMu.Unlock()
+	res, err := n.store.Submit(ctx, vouches, store.SubmitOptions{Origin: store.OriginLocal, Verified: true})
+	n.newVouchMu.Lock()
+	for i, v := range vouches {
+		if err != nil || i >= len(res) || !res[i].Stored {
+			delete(n.newVouches, strings.TrimPrefix(v.Key, store.VouchPrefix))
 		}
 	}
 	n.newVouchMu.Unlock()
+	if err != nil {
+		return nil, nil, fmt.Errorf("store vouches: %w", err)
+	}
 	for i := range vouches {
 		if err := notStored(vouches[i], res, i); err != nil {
 			n.share(vouches, res) // those stored are held: they go out
