@@ -248,18 +248,8 @@ func gossipClaims(t *testing.T, n *node.Node, fate string) float64 {
 // validated the claims' message before it had stored the vouch and
 // refused them as untrusted (a sync brought them later).
 func TestAutoTrust_NewWriterLiveAtPairedHome(t *testing.T) {
-	ctx := context.Background()
 	a, b := pairedHomes(t)
-	// Until some came by gossip (the first may come by sync, before the
-	// gossip mesh forms).
-	for i := 0; i < 3 || gossipClaims(t, b, "new") == 0 && i < 20; i++ {
-		plugin := signer(t)
-		cid := testCID(7100 + i)
-		submitAccepted(t, a, plugin.Text(cid, "title", "new writer", nowMS()))
-		waitFor(t, 30*time.Second, "B to take the new writer's claim", func() error {
-			return hasField(ctx, b.Store(), cid, "title", "new writer")
-		})
-	}
+	newWritersUntilGossip(t, a, b, 7100)
 	if n := gossipClaims(t, b, "untrusted"); n != 0 {
 		t.Fatalf("B refused %v gossiped claims of A's new writers as untrusted: they came apart from their vouch", n)
 	}
@@ -276,15 +266,7 @@ func TestAutoTrust_NewWriterLiveAtPairedHome(t *testing.T) {
 func TestAutoTrust_ConcurrentWriteCarriesVouch(t *testing.T) {
 	ctx := context.Background()
 	a, b := pairedHomes(t)
-	// Until the gossip mesh carries claims (the first may come by sync).
-	for i := 0; i < 3 || gossipClaims(t, b, "new") == 0 && i < 20; i++ {
-		plugin := signer(t)
-		cid := testCID(7200 + i)
-		submitAccepted(t, a, plugin.Text(cid, "title", "warm-up", nowMS()))
-		waitFor(t, 30*time.Second, "B to take the warm-up claim", func() error {
-			return hasField(ctx, b.Store(), cid, "title", "warm-up")
-		})
-	}
+	newWritersUntilGossip(t, a, b, 7200)
 	before := gossipClaims(t, b, "untrusted")
 	plugin := signer(t)
 	ts := nowMS()
@@ -315,5 +297,19 @@ func TestAutoTrust_ConcurrentWriteCarriesVouch(t *testing.T) {
 	})
 	if n := gossipClaims(t, b, "untrusted") - before; n != 0 {
 		t.Fatalf("B refused %v gossiped claims of A's new writer as untrusted (a write's claims left before the vouch)", n)
+	}
+}
+
+// newWritersUntilGossip writes at a, each time by a new writer, until b
+// has taken some claims by gossip (at least three writes: the first may
+// come by sync, before the gossip mesh forms), and waits for each at b.
+func newWritersUntilGossip(t *testing.T, a, b *node.Node, cidBase int) {
+	t.Helper()
+	for i := 0; i < 3 || gossipClaims(t, b, "new") == 0 && i < 20; i++ {
+		cid := testCID(cidBase + i)
+		submitAccepted(t, a, signer(t).Text(cid, "title", "new writer", nowMS()))
+		waitFor(t, 30*time.Second, "B to take the new writer's claim", func() error {
+			return hasField(context.Background(), b.Store(), cid, "title", "new writer")
+		})
 	}
 }
