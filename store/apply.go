@@ -23,6 +23,7 @@ func (w *writer) applyPhase(b *batch, reqs []*request) error {
 		return err
 	}
 	w.recomputeInFull(b)
+	w.planRemerge(b)
 	for _, rid := range sortedKeys(b.lost) {
 		if err := w.dropRecord(b, rid); err != nil {
 			return err
@@ -47,6 +48,7 @@ func (w *writer) applyPhase(b *batch, reqs []*request) error {
 			return err
 		}
 	}
+	w.remerged(b)
 	for _, a := range b.added {
 		rid, _ := w.s.groups.ridOf(a[1]) // a later join may have moved it
 		if b.created[rid] || b.full[rid] || b.lost[rid] {
@@ -120,7 +122,7 @@ func (w *writer) finishCache(b *batch) error {
 	if err := w.finishEvents(b); err != nil {
 		return err
 	}
-	if _, err := w.cPut.exec("meta:applied_seq", strconv.FormatInt(w.lastSeq, 10)); err != nil {
+	if _, err := w.cPut.exec("meta:applied_seq", strconv.FormatInt(w.appliedSeq(), 10)); err != nil {
 		return err
 	}
 	if err := w.c.exec("COMMIT"); err != nil {
@@ -140,8 +142,8 @@ func (w *writer) applyKeys(b *batch) error {
 			continue // never merged: membership comes from cid_group
 		}
 		rid, ok := w.s.groups.ridOf(k.cid)
-		if !ok || b.full[rid] {
-			continue
+		if !ok || b.full[rid] || w.remerge.due[rid] {
+			continue // recomputed in full, now or by a later chunk
 		}
 		list = append(list, rk{rid, k.key})
 	}

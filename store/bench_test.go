@@ -217,16 +217,39 @@ func BenchmarkStore(b *testing.B) {
 
 	// A trust change at scale: the owner distrusts one plugin (its votes
 	// leave every merged value they were in), then trusts it again.
-	t0 = time.Now()
-	if err := s.Distrust(ctx, vandal); err != nil {
-		b.Fatal(err)
+	// Meanwhile a local service writes one claim every 50 ms: how long
+	// each waits is what a trust change costs the home's other writers.
+	var writeWaits []time.Duration
+	timeTrustChange := func(change func() error) time.Duration {
+		done := make(chan error, 1)
+		t0 := time.Now()
+		go func() { done <- change() }()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(t0)
+			case <-tick.C:
+			}
+			w0 := time.Now()
+			c := d.Signers[0].Text(storetest.CID(900_000+len(writeWaits)), "title", "written during a trust change", uint64(time.Now().UnixMilli()))
+			if _, err := s.Submit(ctx, []store.Claim{c}, store.SubmitOptions{Origin: store.OriginLocal}); err != nil {
+				b.Fatal(err)
+			}
+			writeWaits = append(writeWaits, time.Since(w0))
+		}
 	}
-	distrust := time.Since(t0)
-	t0 = time.Now()
-	if err := s.Trust(ctx, vandal, "bench"); err != nil {
-		b.Fatal(err)
+	distrust := timeTrustChange(func() error { return s.Distrust(ctx, vandal) })
+	retrust := timeTrustChange(func() error { return s.Trust(ctx, vandal, "bench") })
+	slices.Sort(writeWaits)
+	writeP50, writeMax := time.Duration(0), time.Duration(0)
+	if len(writeWaits) > 0 {
+		writeP50, writeMax = writeWaits[len(writeWaits)/2], writeWaits[len(writeWaits)-1]
 	}
-	retrust := time.Since(t0)
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -249,16 +272,17 @@ func BenchmarkStore(b *testing.B) {
 	b.ReportMetric(rebuild.Seconds(), "rebuild-s")
 	b.ReportMetric(float64(hwmIngest)/(1<<20), "peak-RSS-MB")
 	b.ReportMetric(distrust.Seconds(), "distrust-s")
+	b.ReportMetric(float64(writeMax.Milliseconds()), "write-during-trust-change-max-ms")
 	b.Logf("%d claims, %d records, %d cores: ingest %.0f claims/s in %s = %.2f of the verify limit (%.0f/s); "+
 		"CPU per claim: ingest %s, verification %s (ratio %.2f); "+
 		"the store's verification with key tables %.0f/s, %s per claim (ingest %.2f of it by wall clock, %.2f by CPU); "+
 		"record by cid p50 %s p99 %s, %.0f reads/s with %d readers; restart to serving %s (sync set ready %s); "+
-		"full rebuild %s; distrust of a signer of %d claims %s, trusting it again %s; RSS after ingest %d MB (peak %d MB; Go heap in use %d MB of %d MB from the OS), serving after restart %d MB",
+		"full rebuild %s; distrust of a signer of %d claims %s, trusting it again %s (%d local writes meanwhile waited p50 %s, max %s); RSS after ingest %d MB (peak %d MB; Go heap in use %d MB of %d MB from the OS), serving after restart %d MB",
 		n, st.Records, runtime.GOMAXPROCS(0), rate, ingest.Round(time.Millisecond), rate/limit, limit,
 		ingestCPU, verifyCPU, float64(verifyCPU)/float64(ingestCPU),
 		tabled, tabledCPU, rate/tabled, float64(tabledCPU)/float64(ingestCPU),
 		p50, p99, readRate, readers, restart.Round(time.Millisecond), syncReady.Round(time.Millisecond),
-		rebuild.Round(time.Millisecond), vandalClaims, distrust.Round(time.Millisecond), retrust.Round(time.Millisecond), rssIngest>>20, hwmIngest>>20, goHeap>>20, goSys>>20, rssServing>>20)
+		rebuild.Round(time.Millisecond), vandalClaims, distrust.Round(time.Millisecond), retrust.Round(time.Millisecond), len(writeWaits), writeP50.Round(time.Millisecond), writeMax.Round(time.Millisecond), rssIngest>>20, hwmIngest>>20, goHeap>>20, goSys>>20, rssServing>>20)
 	fmt.Fprintln(os.Stderr)
 }
 

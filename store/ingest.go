@@ -23,6 +23,7 @@ type batch struct {
 	rows    map[ck][]row    // every stored row of a (cid, key), as of now in the transaction
 	fresh   map[string]bool // cids known to have no rows before this batch
 	keys    map[ck]struct{} // (cid, key) whose merged value may have changed
+	claimed map[string]bool // cids a claim of this batch was stored for
 	full    map[string]bool // rids to recompute in full (joined, gained a cid)
 	created map[string]bool // rids created in this batch: no cache rows yet
 	lost    map[string]bool // rids absorbed by a join
@@ -54,6 +55,7 @@ func newBatch(w *writer) *batch {
 		rows:      map[ck][]row{},
 		fresh:     map[string]bool{},
 		keys:      map[ck]struct{}{},
+		claimed:   map[string]bool{},
 		full:      map[string]bool{},
 		created:   map[string]bool{},
 		lost:      map[string]bool{},
@@ -352,6 +354,7 @@ func (w *writer) ingest(b *batch, r *request) error {
 		}
 		w.count(nr.kind, 1)
 		b.keys[k] = struct{}{}
+		b.claimed[c.CID] = true
 		if uid, ok := vouchOf(c, w.s.peerCID); ok {
 			b.cloneView()
 			if w.view.setVouch(c.UID, uid, c.Kind == KindText && string(c.Value) == "true") {

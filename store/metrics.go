@@ -5,13 +5,14 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are always collected; they are registered only when the store
 // is given a Registerer.
 type metrics struct {
-	claims *prometheus.CounterVec
-	queue  prometheus.Gauge
-	commit prometheus.Histogram
-	batch  prometheus.Histogram
-	events *prometheus.CounterVec
-	subs   *prometheus.GaugeVec
-	behind *prometheus.CounterVec
+	claims  *prometheus.CounterVec
+	queue   prometheus.Gauge
+	commit  prometheus.Histogram
+	batch   prometheus.Histogram
+	events  *prometheus.CounterVec
+	subs    *prometheus.GaugeVec
+	behind  *prometheus.CounterVec
+	remerge prometheus.Gauge
 
 	truthCommits *prometheus.CounterVec
 }
@@ -42,13 +43,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "metanode_store_subscriber_fallbacks_total",
 			Help: "Live subscribers whose channel was full, handed to a pump that reads the event rows, by stream.",
 		}, []string{"stream"}),
+		remerge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "metanode_store_remerge_pending_records",
+			Help: "Records a trust change has yet to re-merge (done in chunks between writes).",
+		}),
 		truthCommits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metanode_store_truth_commits_total",
 			Help: "Truth transactions, by sync mode: full (fsync; local writes, trust, files) or normal (claims from peers only).",
 		}, []string{"sync"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.claims, m.queue, m.commit, m.batch, m.events, m.subs, m.behind, m.truthCommits)
+		reg.MustRegister(m.claims, m.queue, m.commit, m.batch, m.events, m.subs, m.behind, m.remerge, m.truthCommits)
 	}
 	return m
 }

@@ -393,6 +393,11 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 	if _, err := w.cPut.exec("meta:truth_id", w.s.truthID); err != nil {
 		return err
 	}
+	// Every record is merged now: a trust change's queue is done, and
+	// applied_seq is truth's.
+	clear(w.remerge.due)
+	w.remerge.queue = w.remerge.queue[:0]
+	w.s.met.remerge.Set(0)
 	if err := w.finishCache(b); err != nil {
 		return err
 	}

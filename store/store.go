@@ -86,6 +86,10 @@ type Store struct {
 	// Fault seams for tests: when set, called inside the truth or cache
 	// transaction of each batch; an error fails that transaction.
 	failTruth, failCache func() error
+	// Re-merge seams (remerge.go): the chunk size (0: remergeChunk), and a
+	// call before each chunk with the records still due.
+	remergeChunk  int
+	beforeRemerge func(due int)
 }
 
 const (

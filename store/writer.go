@@ -84,6 +84,7 @@ type writer struct {
 	cacheBehind         bool                // the cache missed a batch; catch up before the next
 	serving             bool                // booted: readers and subscribers are attached (see rebuild)
 	syncPending         []syncOp            // sync changes of truth commits the cache has yet to apply
+	remerge             remergeQueue        // records a trust change has yet to re-merge (remerge.go)
 
 	ev map[Stream]*evState
 
@@ -242,9 +243,21 @@ func (w *writer) flushKV() error {
 func (w *writer) loop() {
 	s := w.s
 	for {
+		// A trust change's re-merge runs a chunk per round; requests
+		// queued meanwhile go between chunks.
+		if w.remerge.pending() && s.ctx.Err() == nil {
+			w.remergeNext()
+			if len(s.reqs) == 0 && w.remerge.pending() {
+				continue
+			}
+		}
+		if !w.remerge.pending() && len(w.remerge.hold) > 0 {
+			w.endRemerge(w.behindErr()) // the queue emptied another way (a rebuild)
+		}
 		var first *request
 		select {
 		case <-s.ctx.Done():
+			w.endRemerge(nil) // durable in truth; the next boot rebuilds the cache
 			w.drain()
 			return
 		case first = <-s.reqs:
@@ -309,14 +322,9 @@ func reply(reqs []*request, err error) {
 func (w *writer) run(reqs []*request) {
 	s := w.s
 	start := time.Now()
-	if w.cacheBehind {
-		if err := w.catchUp(); err != nil {
-			s.log.Error("cache catch-up failed", "err", err)
-			reply(reqs, fmt.Errorf("%w: cache: %v", ErrUnavailable, err))
-			return
-		}
-		w.applySync(w.syncPending)
-		w.syncPending = nil
+	if err := w.catchUpIfBehind(); err != nil {
+		reply(reqs, err)
+		return
 	}
 	b := newBatch(w)
 	if err := w.truthPhase(b, reqs); err != nil {
@@ -359,7 +367,30 @@ func (w *writer) run(reqs []*request) {
 	if b.trustChanged {
 		s.signalTrust() // before the answer: a caller may look right away
 	}
-	reply(reqs, nil)
+	reply(w.holdTrust(reqs), nil)
+}
+
+// catchUpIfBehind brings the cache up to truth after a failed cache
+// transaction, before the next one.
+func (w *writer) catchUpIfBehind() error {
+	if !w.cacheBehind {
+		return nil
+	}
+	if err := w.catchUp(); err != nil {
+		w.s.log.Error("cache catch-up failed", "err", err)
+		return fmt.Errorf("%w: cache: %v", ErrUnavailable, err)
+	}
+	w.applySync(w.syncPending)
+	w.syncPending = nil
+	return nil
+}
+
+// behindErr is what a request answered while the cache is behind truth gets.
+func (w *writer) behindErr() error {
+	if w.cacheBehind {
+		return fmt.Errorf("%w: cache: behind truth, caught up with the next write", ErrUnavailable)
+	}
+	return nil
 }
 
 func (w *writer) publishStats() {
@@ -370,7 +401,7 @@ func (w *writer) publishStats() {
 	st.files.Store(w.files)
 	st.fileSize.Store(w.fileSize)
 	st.lastSeq.Store(w.lastSeq)
-	st.appliedSeq.Store(w.lastSeq)
+	st.appliedSeq.Store(w.appliedSeq())
 }
 
 // ---- the sync set ----
