@@ -33,8 +33,11 @@ func (k Kind) String() string {
 const (
 	MaxValueBytes = 65536
 	MaxKeyBytes   = 1024
-	MaxUIDBytes   = 64  // a real uid is 45 or 46 bytes
-	MaxCIDBytes   = 512 // generous: locator cids carry urls
+	MaxUIDBytes   = 64 // a real uid is 45 or 46 bytes
+	// MaxCIDBytes: claims.md sets no cid limit, but a link key cids/<cid>
+	// is at most MaxKeyBytes, so every cid a link can name is a valid cid
+	// (a url locator's cid passes 512 bytes with a url of ~313).
+	MaxCIDBytes = 1019 // MaxKeyBytes - len(LinkPrefix)
 	// MaxPayloadBytes bounds a decoded payload: every field at its limit.
 	MaxPayloadBytes = 6 + 3*3 + MaxUIDBytes + MaxCIDBytes + MaxKeyBytes + 1 + 3 + MaxValueBytes + 8
 	// MaxWireBytes bounds one claim in wire form.

@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"bytes"
+	"encoding/base32"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +17,7 @@ import (
 	"github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
 
 	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
 )
 
 type vectorFile struct {
@@ -341,5 +344,52 @@ func TestVerifyAll(t *testing.T) {
 		if (err != nil) != (i == 17) {
 			t.Fatalf("claim %d: err=%v", i, err)
 		}
+	}
+}
+
+// urlLocatorCID is a canonical CIDv1 (codec url 0x1006, identity
+// multihash) carrying url, as the url-locator vector is.
+func urlLocatorCID(url string) string {
+	b := []byte{0x01}
+	b = binary.AppendUvarint(b, 0x1006)
+	b = append(b, 0x00)
+	b = binary.AppendUvarint(b, uint64(len(url)))
+	b = append(b, url...)
+	return "b" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
+}
+
+// TestClaim_LongLocatorCID: claims.md sets no cid length limit; the node's
+// bound is the longest cid a link key (cids/<cid>, at most 1024 bytes) can
+// name, so a signed download url of a few hundred bytes is a valid cid, a
+// claim on it round-trips the wire, and a link to it is a valid key.
+func TestClaim_LongLocatorCID(t *testing.T) {
+	if store.MaxCIDBytes != store.MaxKeyBytes-len(store.LinkPrefix) {
+		t.Fatalf("MaxCIDBytes %d, want MaxKeyBytes - len(LinkPrefix)", store.MaxCIDBytes)
+	}
+	sg := storetest.Signer(0)
+	for _, n := range []int{330, 550} {
+		c := urlLocatorCID("https://example.org/download?token=" + strings.Repeat("x", n))
+		if len(c) <= 512 || len(c) > store.MaxCIDBytes {
+			t.Fatalf("test cid of %d bytes", len(c))
+		}
+		if r := store.CIDRank(c); r != 5 {
+			t.Fatalf("rank %d, want 5 (locator)", r)
+		}
+		cl := sg.Text(c, "title", "x", uint64(vectorTime.UnixMilli()))
+		if err := cl.Check(vectorTime, 0); err != nil {
+			t.Fatalf("a claim on a %d-byte locator cid: %v", len(c), err)
+		}
+		back, _, err := store.DecodeWire(cl.Wire())
+		if err != nil || back.ID() != cl.ID() {
+			t.Fatalf("wire round trip: %v", err)
+		}
+		link := sg.Text(storetest.CID(1), store.LinkPrefix+c, "true", uint64(vectorTime.UnixMilli()))
+		if err := link.Check(vectorTime, 0); err != nil {
+			t.Fatalf("a link to a %d-byte cid: %v", len(c), err)
+		}
+	}
+	long := urlLocatorCID("https://example.org/" + strings.Repeat("y", 700))
+	if err := store.CheckCID(long); !errors.Is(err, store.ErrBadCID) {
+		t.Fatalf("a %d-byte cid: %v, want ErrBadCID", len(long), err)
 	}
 }
