@@ -426,7 +426,13 @@ func (n *Node) Distrust(ctx context.Context, uid string) error {
 // the watcher's files root is missing.
 func (n *Node) Health(ctx context.Context) api.Health {
 	h := api.Health{Status: "ok", Checks: map[string]string{}}
-	if _, err := n.store.Stats(ctx); err != nil {
+	// A read that works is not enough: a full disk fails every write
+	// while reads go on.
+	_, err := n.store.Stats(ctx)
+	if err == nil {
+		err = n.store.WriteHealth()
+	}
+	if err != nil {
 		h.Status = "degraded"
 		h.Checks["store"] = err.Error()
 	} else {
@@ -437,6 +443,10 @@ func (n *Node) Health(ctx context.Context) api.Health {
 		h.Checks["sync-set"] = "ok"
 	default:
 		h.Checks["sync-set"] = "loading"
+		if err := n.store.SyncLoadErr(); err != nil {
+			h.Status = "degraded"
+			h.Checks["sync-set"] = "failed (the node does not sync until it restarts): " + err.Error()
+		}
 	}
 	check, degraded := swarmCheck(n.swarm.Status(), len(n.cfg.Bootstrap))
 	h.Checks["swarm"] = check

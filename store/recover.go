@@ -543,6 +543,7 @@ func (w *writer) runClear(r *request) {
 	}()
 	if err != nil {
 		_ = w.t.exec("ROLLBACK")
+		err = w.failed(true, err)
 		if lerr := w.loadState(); lerr != nil {
 			s.log.Error("reload state", "err", lerr)
 		}
@@ -612,9 +613,10 @@ func (w *writer) runClear(r *request) {
 		w.rollbackCache()
 		w.cacheBehind = true
 		w.reloadCacheCounters()
-		reply([]*request{r}, fmt.Errorf("%w: clear: %v", ErrUnavailable, err))
+		reply([]*request{r}, fmt.Errorf("%w: clear: %v", ErrUnavailable, w.failed(false, err)))
 		return
 	}
+	w.committed()
 	s.hub.publish(b.events)
 	if endLive {
 		s.hub.endLive(StreamMeta)

@@ -161,10 +161,12 @@ func (w *writer) remergeNext() {
 		w.rollbackCache()
 		w.cacheBehind = true
 		w.reloadCacheCounters()
+		err = w.failed(false, err)
 		w.s.log.Error("trust change re-merge failed; the cache will be rebuilt", "err", err)
 		w.endRemerge(fmt.Errorf("%w: cache: %v", ErrUnavailable, err))
 		return
 	}
+	w.committed()
 	w.publishStats()
 	w.s.hub.publish(b.events)
 	w.s.met.remerge.Set(float64(len(q.due)))

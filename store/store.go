@@ -70,6 +70,7 @@ type Store struct {
 	princ  *principals
 	trust  atomic.Pointer[trustView]
 	stats  statsCounters
+	health health // the writer's failing commits, the sync-set loader's error (health.go)
 
 	sync       *SyncSet
 	syncReady  chan struct{}

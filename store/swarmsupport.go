@@ -48,7 +48,11 @@ func (s *Store) loadSyncSet() {
 	}()
 	if err != nil {
 		if s.ctx.Err() == nil {
+			err = fmt.Errorf("load the sync set from %s: %w", s.cfg.TruthPath, explainRead(err))
 			s.log.Error("load sync set", "err", err)
+			s.health.mu.Lock()
+			s.health.syncLoad = err
+			s.health.mu.Unlock()
 		}
 		return
 	}

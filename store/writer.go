@@ -329,6 +329,7 @@ func (w *writer) run(reqs []*request) {
 	b := newBatch(w)
 	if err := w.truthPhase(b, reqs); err != nil {
 		_ = w.t.exec("ROLLBACK")
+		err = w.failed(true, err)
 		s.log.Error("truth transaction failed", "err", err)
 		if lerr := w.loadState(); lerr != nil {
 			s.log.Error("reload state", "err", lerr)
@@ -348,10 +349,12 @@ func (w *writer) run(reqs []*request) {
 		w.cacheBehind = true
 		w.syncPending = append(w.syncPending, ops...) // applied once the catch-up commits
 		w.reloadCacheCounters()
+		err = w.failed(false, err)
 		s.log.Error("cache transaction failed; will catch up", "err", err)
 		reply(reqs, fmt.Errorf("%w: cache: %v", ErrUnavailable, err))
 		return
 	}
+	w.committed()
 	w.applySync(ops)
 	w.publishStats()
 	s.hub.publish(b.events)
@@ -377,6 +380,7 @@ func (w *writer) catchUpIfBehind() error {
 		return nil
 	}
 	if err := w.catchUp(); err != nil {
+		err = w.failed(false, err)
 		w.s.log.Error("cache catch-up failed", "err", err)
 		return fmt.Errorf("%w: cache: %v", ErrUnavailable, err)
 	}
@@ -384,6 +388,21 @@ func (w *writer) catchUpIfBehind() error {
 	w.syncPending = nil
 	return nil
 }
+
+// failed explains a failed write transaction's error (truth: on the
+// truth file) and reports it to the node's health until a commit.
+func (w *writer) failed(truth bool, err error) error {
+	path := w.s.cfg.CachePath
+	if truth {
+		path = w.truthPath
+	}
+	err = explain(truth, path, err)
+	w.s.health.noteWrite(err, time.Now())
+	return err
+}
+
+// committed clears the failing state after a commit.
+func (w *writer) committed() { w.s.health.noteWrite(nil, time.Time{}) }
 
 // behindErr is what a request answered while the cache is behind truth gets.
 func (w *writer) behindErr() error {

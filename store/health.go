@@ -1,0 +1,98 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// health is what the node's /health needs beyond "a read works": whether
+// writes are failing now (a full disk answers every write 503 while reads
+// go on), and whether the sync-set loader gave up. The writer and the
+// loader set it; any goroutine reads it.
+type health struct {
+	mu       sync.Mutex
+	failing  int       // write transactions failed in a row
+	since    time.Time // the first of them
+	lastErr  error     // the latest, with what to do
+	syncLoad error     // the sync-set loader's error (it does not retry)
+}
+
+// noteWrite records the outcome of one write transaction (nil: it
+// committed, and clears the failing state).
+func (h *health) noteWrite(err error, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil {
+		h.failing, h.lastErr = 0, nil
+		return
+	}
+	if h.failing == 0 {
+		h.since = now
+	}
+	h.failing++
+	h.lastErr = err
+}
+
+// WriteHealth is nil while writes commit. After a failed write
+// transaction, until one commits again, it says since when writes fail,
+// why, and what to do: the node reports itself degraded meanwhile.
+func (s *Store) WriteHealth() error {
+	h := &s.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failing == 0 {
+		return nil
+	}
+	return fmt.Errorf("writes failing since %s (%d in a row): %w", h.since.UTC().Format(time.RFC3339), h.failing, h.lastErr)
+}
+
+// SyncLoadErr is the sync-set loader's error: the set is then never ready
+// and the node does not sync until it restarts.
+func (s *Store) SyncLoadErr() error {
+	h := &s.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.syncLoad
+}
+
+// SQLite primary result codes for a write that cannot go on (sqlite3.h).
+const (
+	sqliteIOErr = 10
+	sqliteFull  = 13
+)
+
+// explain adds to an error of a write transaction on the truth file (or
+// the cache file, truth false) what the owner should do, for the causes
+// that need the owner: a full disk, an I/O error, a damaged file. Others
+// come back as they are.
+func explain(truth bool, path string, err error) error {
+	var se interface{ Code() int }
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case sqliteFull:
+		return fmt.Errorf("%w: the disk holding %s is full: free space there and retry (nothing of the failed write was stored)", err, filepath.Dir(path))
+	case sqliteIOErr:
+		return fmt.Errorf("%w: I/O error on %s: check the disk (full or failing?); nothing of the failed write was stored", err, path)
+	case sqliteCorrupt, sqliteNotADB:
+		if truth {
+			return damaged(path, err)
+		}
+		return fmt.Errorf("%w: %s is damaged: stop the node and delete it (it is rebuilt from truth at the next start)", err, path)
+	}
+	return err
+}
+
+// explainRead adds what to do to a read error of the truth file that
+// means it is damaged.
+func explainRead(err error) error {
+	var se interface{ Code() int }
+	if errors.As(err, &se) && (se.Code()&0xff == sqliteCorrupt || se.Code()&0xff == sqliteNotADB) {
+		return fmt.Errorf("%w: the truth file is damaged: stop the node and restore truth.db from a backup (docs/operations.md, Restore)", err)
+	}
+	return err
+}
