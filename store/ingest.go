@@ -19,24 +19,25 @@ type cbpRow struct {
 // batch is the writer's state for one group commit: what the truth
 // transaction changed, for the cache transaction to apply.
 type batch struct {
-	w       *writer
-	rows    map[ck][]row    // every stored row of a (cid, key), as of now in the transaction
-	fresh   map[string]bool // cids known to have no rows before this batch
-	keys    map[ck]struct{} // (cid, key) whose merged value may have changed
-	claimed map[string]bool // cids a claim of this batch was stored for
-	full    map[string]bool // rids to recompute in full (joined, gained a cid)
-	created map[string]bool // rids created in this batch: no cache rows yet
-	lost    map[string]bool // rids absorbed by a join
-	local   map[string]bool // rids whose box-local fields to refresh
-	fts     map[string]bool // rids whose search row to rewrite
-	added   [][2]string     // (rid, cid): a cid with no claims joined an existing group
-	regroup []string        // cids whose group lost a signer's links: split if no longer connected
-	edges   []edgeRef       // links stored in this batch
-	cbp     []cbpRow        // new claim_by_pid rows
-	sync    []syncOp        // sync set changes, in order
-	events  []streamEvent   // events written in this batch, for the subscribers
-	tRows   []driver.Value  // truth rows decided but not yet written (8 values each), see flushTruthRows
-	claims  int             // claims that reached the writer
+	w         *writer
+	rows      map[ck][]row    // every stored row of a (cid, key), as of now in the transaction
+	fresh     map[string]bool // cids known to have no rows before this batch
+	keys      map[ck]struct{} // (cid, key) whose merged value may have changed
+	claimed   map[string]bool // cids a claim of this batch was stored for
+	regrouped map[string]bool // rids a join or split changed (their cids moved)
+	full      map[string]bool // rids to recompute in full (joined, gained a cid)
+	created   map[string]bool // rids created in this batch: no cache rows yet
+	lost      map[string]bool // rids absorbed by a join
+	local     map[string]bool // rids whose box-local fields to refresh
+	fts       map[string]bool // rids whose search row to rewrite
+	added     [][2]string     // (rid, cid): a cid with no claims joined an existing group
+	regroup   []string        // cids whose group lost a signer's links: split if no longer connected
+	edges     []edgeRef       // links stored in this batch
+	cbp       []cbpRow        // new claim_by_pid rows
+	sync      []syncOp        // sync set changes, in order
+	events    []streamEvent   // events written in this batch, for the subscribers
+	tRows     []driver.Value  // truth rows decided but not yet written (8 values each), see flushTruthRows
+	claims    int             // claims that reached the writer
 
 	hay map[string]map[string]string // haystack fields of rids created in this batch, as setField wrote them
 
@@ -56,6 +57,7 @@ func newBatch(w *writer) *batch {
 		fresh:     map[string]bool{},
 		keys:      map[ck]struct{}{},
 		claimed:   map[string]bool{},
+		regrouped: map[string]bool{},
 		full:      map[string]bool{},
 		created:   map[string]bool{},
 		lost:      map[string]bool{},
@@ -451,6 +453,7 @@ func (w *writer) link(b *batch, cid, target string) error {
 		}
 	}
 	b.full[survivor] = true
+	b.regrouped[survivor] = true
 	delete(b.full, loser)
 	b.lost[loser] = true
 	b.rebuild = true

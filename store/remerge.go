@@ -52,8 +52,9 @@ func (w *writer) chunkSize() int {
 // record still due that the batch wrote a claim to is re-merged now, so
 // the writer reads its own write when it is answered. A trust-changing
 // batch moves its records beyond the first chunk to the queue; only one
-// that set rebuild_seq may (that is what makes a stop mid-queue rebuild),
-// and records it wrote claims to or created stay in it.
+// that set rebuild_seq may (that is what makes a stop mid-queue rebuild).
+// Records it wrote claims to, created, or joined or split stay in it: a
+// cid that moved to another record must be found there at once.
 func (w *writer) planRemerge(b *batch) {
 	q := &w.remerge
 	for rid := range b.lost {
@@ -73,7 +74,7 @@ func (w *writer) planRemerge(b *batch) {
 	}
 	var movable []string
 	for _, rid := range sortedKeys(b.full) {
-		if !keep[rid] && !b.created[rid] && !b.local[rid] {
+		if !keep[rid] && !b.created[rid] && !b.local[rid] && !b.regrouped[rid] {
 			movable = append(movable, rid)
 		}
 	}

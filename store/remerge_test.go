@@ -241,3 +241,47 @@ func TestRemerge_FailedChunkCatchesUp(t *testing.T) {
 	}
 	diffMaps(t, dumpCache(t, f.cfg.CachePath), rebuiltSamePolicy(t, f.cfg))
 }
+
+// TestRemerge_SplitRecordsAtOnce: the records a distrust splits (the
+// distrusted signer's links joined them) are written by the trust
+// change's own batch, not queued: mid re-merge each cid is already found
+// in its own record with its own fields.
+func TestRemerge_SplitRecordsAtOnce(t *testing.T) {
+	f := newRemergeFixture(t)
+	type pair struct{ a, b string }
+	var pairs []pair
+	for i := 0; i < 4; i++ {
+		p := pair{storetest.CID(7300 + 2*i), storetest.CID(7301 + 2*i)}
+		pairs = append(pairs, p)
+		submit(t, f.s,
+			f.own.Text(p.a, "title", "A "+p.a[len(p.a)-6:], 2),
+			f.own.Text(p.b, "title", "B "+p.b[len(p.b)-6:], 2),
+			f.vandal.Text(p.a, store.LinkPrefix+p.b, "true", 3))
+		if ra, rb := record(t, f.s, p.a), record(t, f.s, p.b); ra.RID != rb.RID {
+			t.Fatalf("pair %d not joined by the link", i)
+		}
+	}
+	f.hook = func(n, due int) {
+		if n != 1 {
+			return
+		}
+		for i, p := range pairs {
+			ra, erra := f.s.Record(ctx, p.a, "")
+			rb, errb := f.s.Record(ctx, p.b, "")
+			if erra != nil || errb != nil || ra.RID == rb.RID || rb.Fields["title"] != "B "+p.b[len(p.b)-6:] {
+				t.Errorf("pair %d mid re-merge: %v %v / %v %v, want two records with their own titles", i, ra.Fields, erra, rb.Fields, errb)
+			}
+		}
+	}
+	if err := f.s.Distrust(ctx, f.vandal.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if f.chunks.Load() < 1 {
+		t.Fatal("no chunk ran")
+	}
+	f.checkDistrusted(t)
+	if err := f.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	diffMaps(t, dumpCache(t, f.cfg.CachePath), rebuiltSamePolicy(t, f.cfg))
+}

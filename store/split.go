@@ -108,9 +108,11 @@ func (w *writer) split(b *batch, rid string) error {
 		}
 		moved[nr] = p
 		b.full[nr] = true
+		b.regrouped[nr] = true
 	}
 	w.s.groups.split(rid, parts[0], moved)
 	b.full[rid] = true
+	b.regrouped[rid] = true
 	b.rebuild = true
 	return nil
 }
