@@ -1,14 +1,20 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
 )
 
 // TestOpen_DamagedTruth: a truth file that is not an SQLite database (a
@@ -32,5 +38,214 @@ func TestOpen_DamagedTruth(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(truth); string(got) != string(junk) {
 		t.Error("the damaged file was changed")
+	}
+}
+
+// damagedFixture writes a closed store of the 200-claim reference dataset
+// and returns its truth and cache files' bytes.
+func damagedFixture(t *testing.T) (truth, cache []byte) {
+	t.Helper()
+	tp, cp := paths(t)
+	s := reopen(t, store.Config{TruthPath: tp, CachePath: cp})
+	claims, err := storetest.Fixture(t, 200).Claims()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Submit(ctx, claims, store.SubmitOptions{Verified: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{tp, cp} {
+		if fi, err := os.Stat(p + "-wal"); err == nil && fi.Size() > 0 {
+			t.Fatalf("%s-wal holds %d bytes after Close: pages garbled in the main file would not be read", p, fi.Size())
+		}
+	}
+	truth, err = os.ReadFile(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err = os.ReadFile(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return truth, cache
+}
+
+// garble overwrites page pg of a copy of file with random bytes, as dd
+// from /dev/urandom would.
+func garble(file []byte, pg, pageSize int) []byte {
+	out := bytes.Clone(file)
+	r := rand.New(rand.NewPCG(uint64(pg), 7))
+	for i := pg * pageSize; i < (pg+1)*pageSize && i < len(out); i++ {
+		out[i] = byte(r.Uint32())
+	}
+	return out
+}
+
+// openFiles opens a store on the given file contents (nil: no such file)
+// in a fresh directory under dir; it returns Open's error, closing a store
+// that opened. Safe to call from several goroutines.
+func openFiles(t *testing.T, dir string, truth, cache []byte) error {
+	tp, cp := filepath.Join(dir, "truth.db"), filepath.Join(dir, "cache.db")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for p, b := range map[string][]byte{tp: truth, cp: cache} {
+		if b != nil {
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	s := store.New(store.Config{TruthPath: tp, CachePath: cp, Trust: store.TrustOpen, Now: testNow,
+		Logger: storetest.Logger(t, slog.LevelError+1)}) // errors of the damaged runs are expected
+	err := s.Open(ctx)
+	if err == nil {
+		if cerr := s.Close(); cerr != nil {
+			t.Errorf("close: %v", cerr)
+		}
+	}
+	return err
+}
+
+// eachPage runs fn for pages 0..n-1 of which keep(pg), four at a time
+// (an Open is mostly waiting on fsync), and returns fn's errors by page.
+func eachPage(n int, keep func(int) bool, fn func(pg int) error) map[int]error {
+	var mu sync.Mutex
+	errs := map[int]error{}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for pg := range n {
+		if !keep(pg) {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := fn(pg)
+			mu.Lock()
+			errs[pg] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// TestOpen_GarbledTruthPages garbles one 4 KiB page of a real truth file
+// at a time, with the cache removed (the boot then reads all of truth to
+// rebuild it): every failure that reaches Open, whichever step met the
+// bad page (the schema, loading truth's state, the rebuild), is ErrDamaged
+// with what to do, not a raw SQL error. Pages whose damage Open does not
+// read may open (a later read finds them). Garbled cache pages (every
+// other one), truth intact, never blame truth: the cache is rebuilt or the
+// error names it.
+func TestOpen_GarbledTruthPages(t *testing.T) {
+	truth, cache := damagedFixture(t)
+	root := t.TempDir()
+	all := func(int) bool { return true }
+	errs := eachPage(len(truth)/4096, all, func(pg int) error {
+		return openFiles(t, filepath.Join(root, fmt.Sprintf("truth-%d", pg)), garble(truth, pg, 4096), nil)
+	})
+	failed := 0
+	for pg, err := range errs {
+		if err == nil {
+			continue
+		}
+		failed++
+		if !errors.Is(err, store.ErrDamaged) || !strings.Contains(err.Error(), "restore truth.db from a backup") {
+			t.Errorf("truth page %d: %v; want ErrDamaged with what to do", pg, err)
+		}
+	}
+	t.Logf("%d of %d garbled truth pages failed Open", failed, len(errs))
+	if failed == 0 {
+		t.Fatal("no garbled truth page failed Open: the test no longer reaches the start-up paths")
+	}
+	errs = eachPage(len(cache)/8192, func(pg int) bool { return pg%2 == 0 }, func(pg int) error {
+		return openFiles(t, filepath.Join(root, fmt.Sprintf("cache-%d", pg)), truth, garble(cache, pg, 8192))
+	})
+	for pg, err := range errs {
+		if errors.Is(err, store.ErrDamaged) {
+			t.Errorf("cache page %d: %v; truth is intact", pg, err)
+		}
+	}
+}
+
+// logBuffer collects a store's log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) warns(substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for line := range strings.Lines(l.b.String()) {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestOpen_EmptyOrMissingTruth: a 0-byte truth.db (a failed copy or
+// restore) is refused, left as it was, with what to do; deleted as the
+// error says, the node starts empty, and since the cache beside it was of
+// the lost truth, says so at WARN naming both files, once. A first start
+// (no truth, no cache) says nothing.
+func TestOpen_EmptyOrMissingTruth(t *testing.T) {
+	tp, cp := paths(t)
+	var logs logBuffer
+	cfg := store.Config{TruthPath: tp, CachePath: cp, Trust: store.TrustOpen, Now: testNow,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	const warning = "a new, empty truth.db was made next to a cache of another one"
+	s := reopen(t, cfg)
+	submit(t, s, storetest.Signer(1).Text(cidA, "title", "kept?", uint64(testNow().UnixMilli())))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := logs.warns(warning); n != 0 {
+		t.Fatalf("a first start warned %d times", n)
+	}
+
+	if err := os.Truncate(tp, 0); err != nil {
+		t.Fatal(err)
+	}
+	s = store.New(cfg)
+	err := s.Open(ctx)
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("a 0-byte truth.db opened")
+	}
+	want := tp + " is empty (0 bytes): restore it from a backup (docs/operations.md, Restore), or delete it to start empty"
+	if !errors.Is(err, store.ErrDamaged) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want ErrDamaged saying %q", err, want)
+	}
+	if fi, err := os.Stat(tp); err != nil || fi.Size() != 0 {
+		t.Fatalf("the empty truth.db was changed: %v", err)
+	}
+
+	if err := os.Remove(tp); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, cfg)
+	defer s.Close()
+	if n := logs.warns(warning); n != 1 {
+		t.Fatalf("%d WARN lines about a new truth beside another's cache, want 1:\n%s", n, logs.b.String())
+	}
+	if n := logs.warns("cache=" + cp); n != 1 || logs.warns("truth="+tp) != 1 {
+		t.Fatalf("the WARN line does not name both files:\n%s", logs.b.String())
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Claims != 0 {
+		t.Fatalf("stats %+v, %v: want an empty store", st, err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -83,38 +82,31 @@ func SignerFromHex(s string) (*Signer, error) {
 	return NewSigner(secp256k1.NewPrivateKey(&k)), nil
 }
 
-// LoadSigner reads a key file written by WriteFile.
+// LoadSigner reads a key file written by WriteFile. A file that exists but
+// holds no key is ErrBadKeyFile, naming the file.
 func LoadSigner(path string) (*Signer, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read signer key: %w", err)
 	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil, fmt.Errorf("read signer key: %s is %w: it is empty (%d bytes; a write that was cut short?)", path, ErrBadKeyFile, len(b))
+	}
 	s, err := SignerFromHex(string(b))
 	if err != nil {
-		return nil, fmt.Errorf("read signer key %s: %w", path, err)
+		return nil, fmt.Errorf("read signer key: %s is %w: %v", path, ErrBadKeyFile, err)
 	}
 	return s, nil
 }
 
 // WriteFile writes the private key as hex to path with mode 0600, refusing to
-// overwrite an existing file.
+// overwrite an existing file (the error then wraps fs.ErrExist). The file
+// appears whole or not at all: an error leaves nothing behind.
 func (s *Signer) WriteFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("write signer key: %w", err)
+	if err := writeKeyFile(path, []byte(s.PrivateHex()+"\n"), realKeyFileOps); err != nil {
+		return fmt.Errorf("write signer key %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("write signer key: %w", err)
-	}
-	if _, err := f.WriteString(s.PrivateHex() + "\n"); err != nil {
-		f.Close()
-		return fmt.Errorf("write signer key: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write signer key: %w", err)
-	}
-	return f.Close()
+	return nil
 }
 
 // UID returns the signer's uid.

@@ -183,7 +183,10 @@ func (s *Store) Open(ctx context.Context) (err error) {
 		}
 	}
 
-	// Truth: open, gate, stamp.
+	// Truth: refuse an empty file, open, gate, stamp.
+	if _, err := checkTruthFile(truthPath); err != nil {
+		return fmt.Errorf("open truth: %w", err)
+	}
 	if s.truthW, err = openDB(truthPath, truthWriter, 0); err != nil {
 		return fmt.Errorf("open truth: %w", damaged(truthPath, err))
 	}
@@ -203,10 +206,11 @@ func (s *Store) Open(ctx context.Context) (err error) {
 		return fmt.Errorf("open cache: %w", err)
 	}
 	closers = append(closers, s.cacheW.Close, cconn.Close)
+	s.warnNewTruthBesideCache(ctx, cconn, truthPath, cachePath)
 
 	readConns := max(4, 2*runtime.GOMAXPROCS(0))
 	if s.truthR, err = openDB(truthPath, readPool, readConns); err != nil {
-		return fmt.Errorf("open truth: %w", err)
+		return fmt.Errorf("open truth: %w", damaged(truthPath, err))
 	}
 	closers = append(closers, s.truthR.Close)
 	if s.cacheR, err = openDB(cachePath, readPool, readConns); err != nil {
@@ -214,7 +218,7 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	}
 	closers = append(closers, s.cacheR.Close)
 	if err := s.prepareReads(ctx); err != nil {
-		return fmt.Errorf("open store: %w", err)
+		return fmt.Errorf("open store: %w", damagedAtStart(ctx, truthPath, cachePath, err))
 	}
 
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
@@ -230,7 +234,10 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	if err != nil {
 		s.cancel(ErrClosed)
 		s.wg.Wait()
-		return fmt.Errorf("open store: %w", err)
+		// Loading truth's state, a regroup and the cache's rebuild or
+		// catch-up read truth past its first open: a damaged page shows
+		// up here as often as there.
+		return fmt.Errorf("open store: %w", damagedAtStart(ctx, truthPath, cachePath, err))
 	}
 	s.wg.Add(1)
 	go s.loadSyncSet()
@@ -242,16 +249,16 @@ func (s *Store) Open(ctx context.Context) (err error) {
 // truth file with ErrDamaged and says what to do (the truth is the one
 // file that cannot be rebuilt).
 func damaged(path string, err error) error {
-	var se interface{ Code() int }
-	if !errors.As(err, &se) {
+	if !isCorrupt(err) {
 		return err
 	}
-	switch se.Code() & 0xff {
-	case sqliteCorrupt, sqliteNotADB:
-		return fmt.Errorf("%w %s (%w): restore truth.db from a backup (docs/operations.md, Restore), or move it away to start empty",
-			ErrDamaged, path, err)
-	}
-	return err
+	return damagedFile(path, err)
+}
+
+// damagedFile is ErrDamaged for the truth file at path, with what to do.
+func damagedFile(path string, err error) error {
+	return fmt.Errorf("%w %s (%w): restore truth.db from a backup (docs/operations.md, Restore), or move it away to start empty",
+		ErrDamaged, path, err)
 }
 
 // SQLite primary result codes (sqlite3.h).
