@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"runtime"
@@ -84,12 +83,6 @@ type MergeResponse struct {
 	Rejected []MergeRejection  `json:"rejected"`
 }
 
-// claimsBody is the wire shape read by the server: claims stay raw so that
-// one that does not decode is rejected alone rather than failing the body.
-type claimsBody struct {
-	Claims *[]json.RawMessage `json:"claims"`
-}
-
 // decodedClaim is one slot of a batch: the claim, or why it did not decode.
 type decodedClaim struct {
 	claim store.Claim
@@ -97,33 +90,14 @@ type decodedClaim struct {
 	id    string // known even for some failures (a bad signature)
 }
 
-// readClaims reads and decodes a claims batch body with a streaming
-// encoding/json decoder: 413 beyond MaxClaimsBody or MaxClaims, 400 when it
-// is not {"claims":[…]}.
+// readClaims reads a claims batch body (readClaimsBody) and decodes each
+// claim.
 func readClaims(w http.ResponseWriter, r *http.Request) ([]decodedClaim, error) {
-	if r.ContentLength > MaxClaimsBody {
-		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Slug: SlugTooLarge,
-			Message: fmt.Sprintf("request body of %d bytes exceeds %d", r.ContentLength, MaxClaimsBody)}
+	raws, err := readClaimsBody(w, r, nil)
+	if err != nil {
+		return nil, err
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxClaimsBody))
-	var b claimsBody
-	if err := dec.Decode(&b); err != nil {
-		return nil, bodyError(err)
-	}
-	// Decode stops after the first value; what follows must be nothing.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return nil, bodyError(err)
-		}
-		return nil, badRequest("malformed JSON body: data after the object")
-	}
-	if b.Claims == nil {
-		return nil, badRequest(`body must be {"claims":[…]}`)
-	}
-	if n := len(*b.Claims); n > MaxClaims {
-		return nil, tooManyClaims(n)
-	}
-	return decodeClaims(*b.Claims), nil
+	return decodeClaims(raws), nil
 }
 
 // bodyError is the answer for a body the decoder refused: 413 when it hit
@@ -136,8 +110,10 @@ func bodyError(err error) error {
 	return badRequest("%s", describeJSON(err, "body"))
 }
 
-func tooManyClaims(n int) *Error {
-	return errorf(http.StatusRequestEntityTooLarge, "%d claims exceed the limit of %d per request", n, MaxClaims)
+// tooManyClaims is the 413 for a batch past MaxClaims; the reader stops
+// at the first claim too many, so the count is not known.
+func tooManyClaims() *Error {
+	return errorf(http.StatusRequestEntityTooLarge, "more than %d claims in one request: send at most %d per request", MaxClaims, MaxClaims)
 }
 
 // decodeClaims decodes each claim on its own with encoding/json, on all
@@ -299,31 +275,21 @@ func (s *Server) writeGroupClaims(w http.ResponseWriter, r *http.Request, h, not
 }
 
 func (s *Server) handleMerge(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r, MaxClaimsBody)
-	if err != nil {
-		return err
-	}
 	// As POST /api/claims: the claims array is required ({} is a mistake,
 	// not an empty merge).
 	var req struct {
-		Claims *[]json.RawMessage `json:"claims"`
-		As     string             `json:"as"`
+		As string `json:"as"`
 	}
-	if err := decodeJSON(body, &req); err != nil {
+	raws, err := readClaimsBody(w, r, &req)
+	if err != nil {
 		return err
-	}
-	if req.Claims == nil {
-		return badRequest(`body must be {"claims":[…]}`)
-	}
-	if len(*req.Claims) > MaxClaims {
-		return tooManyClaims(len(*req.Claims))
 	}
 	as, err := asParam(req.As)
 	if err != nil {
 		return err
 	}
 	out := MergeResponse{Rejected: []MergeRejection{}}
-	decoded := decodeClaims(*req.Claims)
+	decoded := decodeClaims(raws)
 	claims := make([]store.Claim, 0, len(decoded))
 	index := make([]int, 0, len(decoded)) // position in claims → position in the request
 	for i, d := range decoded {
