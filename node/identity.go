@@ -33,11 +33,19 @@ func EnsureDataDir(dir string) error {
 }
 
 // LoadOrCreateIdentity reads the node key at path, or makes one (0600) when
-// the file does not exist; created says which.
+// the file does not exist; created says which. A file that holds no key
+// (empty after an interrupted write, cut short, garbage) is an error that
+// says what to do, never replaced.
 func LoadOrCreateIdentity(path string) (signer *store.Signer, created bool, err error) {
 	s, err := store.LoadSigner(path)
 	if err == nil {
 		return s, false, nil
+	}
+	if errors.Is(err, store.ErrBadKeyFile) {
+		// Never a new key in its place on our own: the key is the node's
+		// identity, and the owner may well have a backup of it.
+		return nil, false, fmt.Errorf("node identity: %w: an empty or damaged %s: restore it from your backup (docs/operations.md), or move it away to make a new identity (peers will see a new node)",
+			err, filepath.Base(path))
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, false, fmt.Errorf("node identity: %w", err)

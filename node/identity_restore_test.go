@@ -1,11 +1,14 @@
 package node_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/metanode/metanode/node"
+	"github.com/metanode/metanode/store"
 )
 
 // TestNode_NewKeyBesideTruthWarns: a truth database restored without its
@@ -31,5 +34,52 @@ func TestNode_NewKeyBesideTruthWarns(t *testing.T) {
 	}
 	if n := warns(logs, "made a new node key next to an existing truth database", a.UID()); n != 1 {
 		t.Fatalf("%d WARN lines about a new key beside an existing truth, want 1", n)
+	}
+}
+
+// TestLoadOrCreateIdentity_DamagedKey: a node.key left empty by an
+// interrupted write, cut short or garbled is refused with what to do
+// (restore it, or move it away for a new identity), and is never replaced
+// by a new key on the node's own initiative.
+func TestLoadOrCreateIdentity_DamagedKey(t *testing.T) {
+	good, err := store.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{
+		"empty":     "",
+		"truncated": good.PrivateHex()[:31],
+		"garbage":   "\x7fELF\x02\x01\x01 not a key",
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), node.KeyFile)
+			if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := node.LoadOrCreateIdentity(path)
+			if !errors.Is(err, store.ErrBadKeyFile) {
+				t.Fatalf("got %v, want store.ErrBadKeyFile", err)
+			}
+			for _, want := range []string{path, "an empty or damaged node.key", "restore it from your backup (docs/operations.md)", "move it away to make a new identity"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if got, _ := os.ReadFile(path); string(got) != content {
+				t.Fatalf("the damaged key was changed to %q", got)
+			}
+			// Moved away, as the error says: a new identity.
+			if err := os.Rename(path, path+".bad"); err != nil {
+				t.Fatal(err)
+			}
+			s, created, err := node.LoadOrCreateIdentity(path)
+			if err != nil || !created {
+				t.Fatalf("after moving it away: created %v, %v", created, err)
+			}
+			again, created, err := node.LoadOrCreateIdentity(path)
+			if err != nil || created || again.UID() != s.UID() {
+				t.Fatalf("the new key does not read back: created %v, %v", created, err)
+			}
+		})
 	}
 }
