@@ -7,9 +7,11 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
+	"net/textproto"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -193,7 +195,7 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) error {
 	if ct := mime.TypeByExtension(filepath.Ext(info.Name())); ct != "" {
 		w.Header().Set("Content-Type", ct)
 	}
-	cw := &contentWriter{ResponseWriter: w}
+	cw := &contentWriter{ResponseWriter: w, size: info.Size(), zeroSuffix: hasZeroSuffix(r.Header.Get("Range"))}
 	http.ServeContent(cw, r, info.Name(), info.ModTime(), f)
 	if cw.failed != 0 { // a 416 or 412: answer it like every other error
 		return errorf(cw.failed, "%s", strings.TrimSpace(string(cw.msg)))
@@ -201,17 +203,54 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// hasZeroSuffix reports whether a bytes= Range header has a range spec
+// "-0" (a suffix of zero bytes; "-000" and "- 0" too: it is parsed as
+// http.ServeContent parses it). RFC 9110 §14.1.2 makes it unsatisfiable, but ServeContent
+// answers 206 with "Content-Range: bytes <size>-<size-1>/<size>", which is
+// invalid (golang/go#81262; review s9 ops #6).
+func hasZeroSuffix(h string) bool {
+	specs, ok := strings.CutPrefix(h, "bytes=")
+	if !ok {
+		return false
+	}
+	for spec := range strings.SplitSeq(specs, ",") {
+		start, end, ok := strings.Cut(textproto.TrimString(spec), "-")
+		if !ok || textproto.TrimString(start) != "" {
+			continue
+		}
+		end = textproto.TrimString(end)
+		if n, err := strconv.ParseInt(end, 10, 64); err == nil && n == 0 && end != "" && end[0] != '-' {
+			return true
+		}
+	}
+	return false
+}
+
 // contentWriter passes http.ServeContent's answers through except its
 // refusals (416, 412), which it writes as text/plain: those it holds back,
 // with their message, so the handler can answer with the error envelope.
-// Headers ServeContent set for them (Content-Range: bytes */size) stay.
+// Headers ServeContent set for them (Content-Range: bytes */size) stay. A
+// 206 for a Range with a zero suffix is refused the same way, as 416.
 type contentWriter struct {
 	http.ResponseWriter
-	failed int    // the refused status, 0 while all is well
-	msg    []byte // its text, bounded
+	size       int64 // of the file served
+	zeroSuffix bool  // the Range header has a "-0" spec (hasZeroSuffix)
+	failed     int   // the refused status, 0 while all is well
+	msg        []byte
+	msgDone    bool // msg is ours: ServeContent's writes are not a message
 }
 
 func (w *contentWriter) WriteHeader(code int) {
+	if code == http.StatusPartialContent && w.zeroSuffix {
+		// Only here, once ServeContent has honoured the Range: a failed
+		// precondition, a 304 or an If-Range that does not match answer
+		// as they would without this check.
+		code = http.StatusRequestedRangeNotSatisfiable
+		h := w.Header()
+		h.Set("Content-Range", fmt.Sprintf("bytes */%d", w.size))
+		h.Del("Content-Type") // multipart/byteranges for several ranges
+		w.msg, w.msgDone = []byte("a range of the last 0 bytes (-0) selects nothing"), true
+	}
 	if code >= 400 {
 		w.failed = code
 		w.Header().Del("Content-Length")
@@ -222,7 +261,7 @@ func (w *contentWriter) WriteHeader(code int) {
 
 func (w *contentWriter) Write(b []byte) (int, error) {
 	if w.failed != 0 {
-		if room := 512 - len(w.msg); room > 0 {
+		if room := 512 - len(w.msg); room > 0 && !w.msgDone {
 			w.msg = append(w.msg, b[:min(len(b), room)]...)
 		}
 		return len(b), nil

@@ -107,6 +107,36 @@ func TestFileServing(t *testing.T) {
 	if a.header.Get("Content-Range") != "bytes */20" {
 		t.Errorf("range past the end: Content-Range %q, want bytes */20", a.header.Get("Content-Range"))
 	}
+	// A suffix of zero bytes selects nothing (RFC 9110 §14.1.2): 416, where
+	// http.ServeContent answers 206 with an invalid Content-Range
+	// (golang/go#81262), alone, in any spelling ServeContent reads, or
+	// beside a satisfiable range.
+	for _, rg := range []string{"bytes=-0", "bytes= -000", "bytes=- 0", "bytes=-+0", "bytes=0-1,-0", "bytes=-0,-0"} {
+		for _, method := range []string{http.MethodGet, http.MethodHead} {
+			a = e.do(method, "/file/"+r.CID, nil, "Range", rg)
+			if method == http.MethodHead {
+				if a.status != http.StatusRequestedRangeNotSatisfiable || len(a.body) != 0 {
+					t.Errorf("HEAD %s: %d %q", rg, a.status, a.body)
+				}
+			} else {
+				a.wantError(t, http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable")
+			}
+			if a.header.Get("Content-Range") != "bytes */20" {
+				t.Errorf("%s %s: Content-Range %q, want bytes */20", method, rg, a.header.Get("Content-Range"))
+			}
+		}
+	}
+	// Where ServeContent does not honour the Range, neither does the check.
+	a = e.do(http.MethodGet, "/file/"+r.CID, nil, "Range", "bytes=-0", "If-Range", `"other"`)
+	if a.status != 200 || string(a.body) != content {
+		t.Errorf("-0 with an If-Range that does not match: %d %q", a.status, a.body)
+	}
+	e.do(http.MethodGet, "/file/"+r.CID, nil, "Range", "bytes=-0", "If-Match", `"other"`).wantError(t, http.StatusPreconditionFailed, "precondition_failed")
+	for rg, want := range map[string]string{"bytes=-1": "bytes 19-19/20", "bytes=-10": "bytes 10-19/20", "bytes=-100": "bytes 0-19/20", "bytes=10-": "bytes 10-19/20"} {
+		if a = e.do(http.MethodGet, "/file/"+r.CID, nil, "Range", rg); a.status != http.StatusPartialContent || a.header.Get("Content-Range") != want {
+			t.Errorf("%s: %d %q, Content-Range %q, want %q", rg, a.status, a.body, a.header.Get("Content-Range"), want)
+		}
+	}
 	e.do(http.MethodGet, "/file/"+r.CID, nil, "If-Match", `"other"`).wantError(t, http.StatusPreconditionFailed, "precondition_failed")
 	a = e.do(http.MethodGet, "/file/"+r.CID, nil, "If-Modified-Since", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
 	if a.status != http.StatusNotModified || len(a.body) != 0 {
@@ -156,6 +186,25 @@ func TestFileServing(t *testing.T) {
 		t.Errorf("info of an escaping file: %s", a.body)
 	}
 
+}
+
+// An empty file: "-0" is the only suffix range it could be asked for, and
+// ServeContent answered it 206 with "Content-Range: bytes 0--1/0".
+func TestFileServing_EmptyFileZeroSuffix(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.root, "plugin/empty.bin"), "")
+	empty, err := e.c.RegisterFile(t.Context(), "plugin/empty.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := e.do(http.MethodGet, "/file/"+empty.CID, nil, "Range", "bytes=-0")
+	a.wantError(t, http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable")
+	if a.header.Get("Content-Range") != "bytes */0" {
+		t.Errorf("empty file, -0: Content-Range %q, want bytes */0", a.header.Get("Content-Range"))
+	}
+	if a = e.get("/file/" + empty.CID); a.status != 200 || len(a.body) != 0 {
+		t.Errorf("empty file: %d %q", a.status, a.body)
+	}
 }
 
 func TestFileServing_OutsideRoot(t *testing.T) {
