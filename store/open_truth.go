@@ -68,8 +68,12 @@ func damagedAtStart(ctx context.Context, truthPath, cachePath string, err error)
 		}
 		return damagedFile(truthPath, fmt.Errorf("%w; quick_check: %w", err, cerr))
 	}
-	return fmt.Errorf("%w: %s checks out, so the cache %s is damaged: delete it (with its -wal and -shm files) and start again; it is rebuilt from truth", err, filepath.Base(truthPath), cachePath)
+	return fmt.Errorf("%w: %w: %s checks out, so the cache %s is damaged: delete it (with its -wal and -shm files) and start again; it is rebuilt from truth", errCacheDamaged, err, filepath.Base(truthPath), cachePath)
 }
+
+// errCacheDamaged is damagedAtStart's answer when the cache is at fault:
+// Open deletes the cache and tries once more.
+var errCacheDamaged = errors.New("damaged cache")
 
 // isCorrupt reports SQLite's "corrupt" and "not a database" answers.
 func isCorrupt(err error) bool {

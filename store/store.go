@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -144,12 +145,28 @@ func New(cfg Config) *Store {
 }
 
 // Open opens the databases and starts the writer. ctx bounds only Open.
-func (s *Store) Open(ctx context.Context) (err error) {
+// A cache found damaged at start (truth checks out) is derived data: it
+// is deleted and Open runs once more, rebuilding it.
+func (s *Store) Open(ctx context.Context) error {
 	s.life.Lock()
 	defer s.life.Unlock()
 	if s.state.Load() != stateNew {
 		return fmt.Errorf("open store: %w", ErrClosed)
 	}
+	err := s.open(ctx)
+	if errors.Is(err, errCacheDamaged) {
+		s.log.Warn("the cache is damaged; deleting it, it is rebuilt from truth", "cache", s.cfg.CachePath, "err", err)
+		for _, p := range []string{s.cfg.CachePath, s.cfg.CachePath + "-wal", s.cfg.CachePath + "-shm"} {
+			if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				return fmt.Errorf("%w (deleting it failed: %v)", err, rerr)
+			}
+		}
+		err = s.open(ctx)
+	}
+	return err
+}
+
+func (s *Store) open(ctx context.Context) (err error) {
 	if s.cfg.TruthPath == "" || s.cfg.CachePath == "" {
 		return errors.New("open store: TruthPath and CachePath are required")
 	}
@@ -224,6 +241,7 @@ func (s *Store) Open(ctx context.Context) (err error) {
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.reqs = make(chan *request, 1024)
 	ready := make(chan error, 1)
+	s.writerDone = make(chan struct{}) // a second try after a damaged cache starts a new writer
 	s.wg.Add(1)
 	go s.runWriter(ctx, tconn, cconn, truthPath, ready)
 	select {
