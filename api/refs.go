@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,14 +10,17 @@ import (
 	"github.com/metanode/metanode/store"
 )
 
-// notARefError is a path segment that is neither a rid nor a cid: no
-// record can have it, so the lookup routes answer 404 (as upstream) and
-// it matches store.ErrNotFound, but the message says what the segment is
-// not.
-type notARefError struct{ h, what string }
+// notARefError is a path segment under which no record can be: not a rid
+// or a cid, or a cid written otherwise than canonically (the store holds
+// only canonical cids). The lookup routes answer it 404 with their slug
+// (as upstream, which answered 404 for any cid not in its index, and as
+// http-api.md says; consumers read 404 as "not known"); it matches
+// store.ErrNotFound, and the message says what the segment is not, naming
+// the canonical form when there is one.
+type notARefError struct{ h, why string }
 
 func (e *notARefError) Error() string {
-	return fmt.Sprintf("no record: %q is not %s", e.h, e.what)
+	return fmt.Sprintf("no record: %q %s", e.h, e.why)
 }
 
 func (e *notARefError) Is(target error) bool { return target == store.ErrNotFound }
@@ -33,11 +35,11 @@ const (
 
 // recordRef checks the record reference of a read route and returns it in
 // the form the store looks up: a rid upper-cased (Crockford base32 reads
-// either case), a cid as is. A segment that parses as a CID but is not
-// written canonically is a 400 bad_cid naming the canonical form, the same
-// answer POST /api/claims gives; a consumer that asked in another base
-// would otherwise read "no record" for content the node holds. Anything
-// else is a *notARefError.
+// either case), a canonical cid as is. Anything else is a *notARefError:
+// a segment that parses as a CID but is written otherwise (another base,
+// upper case, bits past the end) says "is not in canonical form; the
+// canonical form is …", so a consumer that asked in base58 learns how to
+// ask; writes refuse the same cid with 400 bad_cid (claims.md).
 func recordRef(h string, kind refKind) (string, error) {
 	if kind == ridOrCID {
 		if up := strings.ToUpper(h); store.IsRID(up) {
@@ -48,14 +50,20 @@ func recordRef(h string, kind refKind) (string, error) {
 	if err == nil {
 		return h, nil
 	}
-	if _, perr := gocid.Decode(h); perr == nil {
-		return "", err // parses: not canonical (or too long); err says how to write it
+	c, perr := gocid.Decode(h)
+	switch {
+	case perr != nil:
+		what := "a cid"
+		if kind == ridOrCID {
+			what = "a rid or a cid"
+		}
+		return "", &notARefError{h: h, why: "is not " + what}
+	case c.String() != h:
+		return "", &notARefError{h: h, why: fmt.Sprintf("is not in canonical form; the canonical form is %q", c.String())}
 	}
-	what := "a cid"
-	if kind == ridOrCID {
-		what = "a rid or a cid"
-	}
-	return "", &notARefError{h: h, what: what}
+	// Canonical but refused all the same (longer than store.MaxCIDBytes):
+	// no claim can name it.
+	return "", &notARefError{h: h, why: fmt.Sprintf("is a cid no claim can name (%v)", err)}
 }
 
 // lookupRef returns h as the store looks it up (a lower-case rid
@@ -71,10 +79,9 @@ func lookupRef(h string, kind refKind) string {
 	return h
 }
 
-// missError is the answer when the store found nothing under h: what
-// recordRef says when h cannot name anything (400 bad_cid, or a 404 saying
-// it is no id), else the store's 404 with the route's slug. Other errors
-// pass unchanged.
+// missError is the answer when the store found nothing under h: the
+// route's 404, with recordRef's message when h cannot name a record.
+// Other errors pass unchanged.
 func missError(h string, kind refKind, err error, notFound string) error {
 	if !isNotFound(err) {
 		return err
@@ -85,12 +92,7 @@ func missError(h string, kind refKind, err error, notFound string) error {
 	return notFoundAs(err, notFound)
 }
 
-// refError is the answer for a recordRef failure: 400 bad_cid for a
-// non-canonical cid, else the route's 404 slug.
+// refError is the answer for a recordRef failure: the route's 404 slug.
 func refError(err error, notFound string) error {
-	var nr *notARefError
-	if errors.As(err, &nr) {
-		return &Error{Status: http.StatusNotFound, Slug: notFound, Message: err.Error(), err: err}
-	}
-	return err // errorFor maps store.ErrBadCID to 400 bad_cid
+	return &Error{Status: http.StatusNotFound, Slug: notFound, Message: err.Error(), err: err}
 }

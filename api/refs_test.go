@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	mbase "github.com/multiformats/go-multibase"
 
 	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/store"
 )
 
 // otherForms writes a canonical cid in every other base a consumer might
@@ -32,10 +34,12 @@ func otherForms(t testing.TB, s string) []string {
 	return out
 }
 
-// A cid written in another base (or upper case) on a read route is a 400
-// bad_cid that says how to write it, as POST /api/claims says; before, the
-// routes answered "not found" for content the node holds. The info route,
-// 200 by contract, answers for the canonical form instead.
+// A cid written in another base (or upper case) on a read route is the
+// route's 404 (http-api.md: GET /api/meta/{cid} → 404 unknown_cid; review
+// s9 store #4: it was a 400 bad_cid, and consumers read 404 as "not
+// known"), whose message says how to write it; before that, the routes
+// answered "not found" with no hint for content the node holds. The info
+// route, 200 by contract, answers for the canonical form instead.
 func TestReadRoutes_NonCanonicalCID(t *testing.T) {
 	e := newEnv(t)
 	writeFile(t, filepath.Join(e.root, "plugin/a.txt"), "hello world content\n")
@@ -47,19 +51,28 @@ func TestReadRoutes_NonCanonicalCID(t *testing.T) {
 	if res := e.post(e.text(c, "title", "Hello", e.ts(0))); res.Accepted != 1 {
 		t.Fatalf("seed: %+v", res)
 	}
-	routes := []string{"/api/meta/%s", "/api/meta/%s?remote=1", "/api/meta/%s/claims", "/meta/%s", "/meta/%s/title",
-		"/api/metadata/%s", "/api/metadata/%s/claims", "/file/%s"}
+	routes := map[string]string{"/api/meta/%s": "unknown_cid", "/api/meta/%s?remote=1": "unknown_cid", "/api/meta/%s/claims": "unknown_cid",
+		"/meta/%s": "unknown_root", "/meta/%s/title": "unknown_root", "/api/metadata/%s": "unknown_root",
+		"/api/metadata/%s/claims": "unknown_root", "/file/%s": "unknown_cid"}
 	for _, form := range otherForms(t, c) {
-		for _, r := range routes {
+		for r, slug := range routes {
 			p := strings.Replace(r, "%s", form, 1)
 			a := e.get(p)
-			a.wantError(t, http.StatusBadRequest, "bad_cid")
+			a.wantError(t, http.StatusNotFound, slug)
 			var env api.Error
 			_ = json.Unmarshal(a.body, &env)
-			if !strings.Contains(env.Message, "is not canonical; write \""+c+"\"") {
+			if !strings.Contains(env.Message, "is not in canonical form; the canonical form is \""+c+"\"") {
 				t.Errorf("%s: message %q does not name the canonical form", p, env.Message)
 			}
 		}
+	}
+	// The client reads that 404 as "not known", as for any other miss.
+	if _, err := e.c.Meta(t.Context(), otherForms(t, c)[0], api.MetaOptions{}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("client, non-canonical cid: %v is not store.ErrNotFound", err)
+	}
+	// Writes still refuse the same cid with 400 bad_cid (claims.md).
+	if res := e.post(e.text(otherForms(t, c)[0], "title", "Hello", e.ts(1))); res.Rejected != 1 || res.Results[0].Error != "bad_cid" {
+		t.Errorf("write of a non-canonical cid: %+v", res)
 	}
 	// /api/file/{cid}/info is 200 even when absent (http-api.md): another
 	// form of a held cid answers as the canonical form does (never a false
@@ -83,7 +96,7 @@ func TestReadRoutes_NonCanonicalCID(t *testing.T) {
 	}
 
 	// The canonical form answers on every route.
-	for _, r := range routes {
+	for r := range routes {
 		if a := e.get(strings.Replace(r, "%s", c, 1)); a.status != http.StatusOK {
 			t.Errorf("%s: %d %s", r, a.status, a.body)
 		}
