@@ -126,9 +126,17 @@ func (s *Swarm) dialWith(ctx context.Context, ai peer.AddrInfo, report bool) err
 			"peer", ai.ID, "addr", addr)
 		return err
 	}
-	s.errs.add(err.Error(), time.Now())
-	s.log.Error("cannot negotiate with peer", "peer", ai.ID, "addr", addr, "err", err)
+	s.reportNegotiation(ai.ID, addr, err)
 	return err
+}
+
+// reportNegotiation tells the owner that the handshake with p at addr
+// fails. The status keeps one entry per peer and address: the inner error
+// of a key mismatch varies from dial to dial (the peer's XSalsa20 stream
+// read as multistream-select), and each repeat replaces the last.
+func (s *Swarm) reportNegotiation(p peer.ID, addr ma.Multiaddr, err error) {
+	s.errs.add("negotiate "+p.String()+" "+addr.String(), err.Error(), time.Now())
+	s.log.Error("cannot negotiate with peer", "peer", p, "addr", addr, "err", err)
 }
 
 // negotiateHint says what to check when a handshake fails: the swarm key

@@ -229,11 +229,12 @@ func TestRefusedSet_SnapshotSharedUntilChanged(t *testing.T) {
 func TestErrorLog_RecentWithoutRepeats(t *testing.T) {
 	e := newErrorLog()
 	now := time.Now()
-	e.add("a", now.Add(-2*time.Hour))
-	e.add("b", now)
-	e.add("b", now)
+	e.add("a", "a", now.Add(-2*time.Hour))
+	e.add("b", "b", now)
+	e.add("b", "b", now)
 	for i := range maxErrors + 3 {
-		e.add(strings.Repeat("x", i+1), now)
+		x := strings.Repeat("x", i+1)
+		e.add(x, x, now)
 	}
 	got := e.recent(now)
 	if len(got) != maxErrors || got[len(got)-1] != strings.Repeat("x", maxErrors+3) {

@@ -113,7 +113,7 @@ func (s *Swarm) penalize(p peer.ID, why string) {
 		return
 	}
 	s.log.Warn("peer blocked after repeated invalid deliveries", "peer", p, "for", s.cfg.BlockFor, "last", why)
-	s.errs.add("peer "+p.String()+" blocked: repeated invalid claims", time.Now())
+	s.errs.add("blocked "+p.String(), "peer "+p.String()+" blocked: repeated invalid claims", time.Now())
 	s.met.peersBlocked.Inc()
 	select {
 	case s.kickCh <- p:
@@ -361,27 +361,31 @@ func (ps *peerSessions) leave(p peer.ID) {
 const maxErrors = 16
 
 // errorLog keeps the recent problems an owner should see in
-// /api/swarm/status, newest last, without repeats.
+// /api/swarm/status, newest last, one entry per condition: an entry is
+// keyed by what it is about (a peer and address, say), and a repeat
+// replaces the older entry with its own text and time. One misconfigured
+// peer, whose failures differ only in libp2p's inner text, thus takes one
+// of the maxErrors slots, not several, and pushes no other problem out.
 type errorLog struct {
-	mu   sync.Mutex
-	msgs []string
-	at   []time.Time
+	mu      sync.Mutex
+	entries []errorEntry
+}
+
+type errorEntry struct {
+	key, msg string
+	at       time.Time
 }
 
 func newErrorLog() *errorLog { return &errorLog{} }
 
-func (e *errorLog) add(msg string, now time.Time) {
+// add records msg under key at now.
+func (e *errorLog) add(key, msg string, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if i := slices.Index(e.msgs, msg); i >= 0 {
-		e.msgs = slices.Delete(e.msgs, i, i+1)
-		e.at = slices.Delete(e.at, i, i+1)
-	}
-	e.msgs = append(e.msgs, msg)
-	e.at = append(e.at, now)
-	if len(e.msgs) > maxErrors {
-		e.msgs = e.msgs[1:]
-		e.at = e.at[1:]
+	e.entries = slices.DeleteFunc(e.entries, func(x errorEntry) bool { return x.key == key })
+	e.entries = append(e.entries, errorEntry{key: key, msg: msg, at: now})
+	if len(e.entries) > maxErrors {
+		e.entries = slices.Delete(e.entries, 0, len(e.entries)-maxErrors)
 	}
 }
 
@@ -390,9 +394,9 @@ func (e *errorLog) recent(now time.Time) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []string
-	for i, m := range e.msgs {
-		if now.Sub(e.at[i]) < time.Hour {
-			out = append(out, m)
+	for _, x := range e.entries {
+		if now.Sub(x.at) < time.Hour {
+			out = append(out, x.msg)
 		}
 	}
 	return out
