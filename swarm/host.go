@@ -96,6 +96,19 @@ func (s *Swarm) buildHost() (host.Host, error) {
 		cm.Close()
 		return nil, fmt.Errorf("resource manager: %w", err)
 	}
+	h, err := libp2p.New(s.hostOptions(sk, listen, cm, rm)...)
+	if err != nil {
+		rm.Close()
+		return nil, fmt.Errorf("libp2p host: %w", err)
+	}
+	return h, nil
+}
+
+// hostOptions are the libp2p options of the host buildHost makes. NAT
+// traversal is here and only here: hole punching registers its protocol
+// only once the host has a public address and the relay service only once
+// it is reachable, so on loopback the options are what a test can check.
+func (s *Swarm) hostOptions(sk crypto.PrivKey, listen []string, cm *connmgr.BasicConnMgr, rm network.ResourceManager) []libp2p.Option {
 	opts := []libp2p.Option{
 		libp2p.Identity(sk),
 		libp2p.UserAgent(UserAgent),
@@ -134,12 +147,7 @@ func (s *Swarm) buildHost() (host.Host, error) {
 	} else {
 		opts = append(opts, libp2p.DisableMetrics())
 	}
-	h, err := libp2p.New(opts...)
-	if err != nil {
-		rm.Close()
-		return nil, fmt.Errorf("libp2p host: %w", err)
-	}
-	return h, nil
+	return opts
 }
 
 // Resource manager limits. The library defaults allow 8 connections per
