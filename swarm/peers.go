@@ -452,6 +452,10 @@ func (s *Swarm) runConnector(ctx context.Context) {
 	defer wg.Wait()
 	wg.Go(func() { s.runKicker(ctx) })
 	slots := make(chan struct{}, maxFoundDials)
+	dialFound := s.dialFound
+	if s.foundDial != nil {
+		dialFound = s.foundDial
+	}
 	t := time.NewTicker(lanCheck)
 	defer t.Stop()
 	for {
@@ -473,7 +477,7 @@ func (s *Swarm) runConnector(ctx context.Context) {
 			}
 			wg.Go(func() {
 				defer func() { <-slots }()
-				if err := s.dialFound(ctx, ai); err != nil {
+				if err := dialFound(ctx, ai); err != nil {
 					s.log.Debug("mdns peer unreachable", "peer", ai.ID, "err", err)
 					return
 				}

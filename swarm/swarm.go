@@ -159,6 +159,9 @@ type Swarm struct {
 	// scoreInspect, when set before Open, receives gossipsub's peer
 	// scores now and then (tests).
 	scoreInspect pubsub.PeerScoreInspectFn
+	// foundDial, when set before Open, dials the peers mDNS found instead
+	// of dialFound (tests: dials that block, counted).
+	foundDial func(context.Context, peer.AddrInfo) error
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
