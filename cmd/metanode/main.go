@@ -142,6 +142,11 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	name := args[0]
+	if name == "help" && len(args) > 1 {
+		// "metanode help CMD" is "metanode CMD --help" (an unknown CMD is a
+		// usage error below).
+		name, args = args[1], []string{args[1], "--help"}
+	}
 	switch name {
 	case "-h", "-help", "--help", "help":
 		c.printUsage(c.stdout)

@@ -736,3 +736,23 @@ func TestOnSignals(t *testing.T) {
 	close(closed)
 	onSignals(closed, func() { t.Fatal("cancel on a closed channel") }, &errb, func(int) { t.Fatal("exit on a closed channel") }, time.Now)
 }
+
+// TestRun_HelpCommand: "metanode help CMD" prints CMD's help (exit 0); an
+// unknown CMD is a usage error (exit 2), as "metanode CMD" is.
+func TestRun_HelpCommand(t *testing.T) {
+	r := runCLI(t, nil, nil, "help", "get")
+	r.want(t, exitOK, "help", "get")
+	if !strings.HasPrefix(r.stdout+r.stderr, "Usage: metanode get CID") {
+		t.Fatalf("help get: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	r = runCLI(t, nil, nil, "help", "nosuch")
+	r.want(t, exitUsage, "help", "nosuch")
+	if !strings.Contains(r.stderr, `unknown command "nosuch"`) {
+		t.Fatalf("help nosuch: stderr %q", r.stderr)
+	}
+	r = runCLI(t, nil, nil, "help")
+	r.want(t, exitOK, "help")
+	if !strings.Contains(r.stdout, "Commands:") {
+		t.Fatalf("help: stdout %q", r.stdout)
+	}
+}
