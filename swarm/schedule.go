@@ -53,6 +53,10 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 	// that started before it).
 	type state struct{ again, interest bool }
 	running := map[peer.ID]*state{}
+	run := s.runSession
+	if s.sessionRun != nil {
+		run = s.sessionRun
+	}
 	start := func(p peer.ID, interest bool) {
 		mu.Lock()
 		if st, ok := running[p]; ok {
@@ -65,7 +69,7 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 		mu.Unlock()
 		wg.Go(func() {
 			for {
-				if !s.runSession(ctx, sem, p, interest) {
+				if !run(ctx, sem, p, interest) {
 					break
 				}
 				mu.Lock()

@@ -162,6 +162,9 @@ type Swarm struct {
 	// foundDial, when set before Open, dials the peers mDNS found instead
 	// of dialFound (tests: dials that block, counted).
 	foundDial func(context.Context, peer.AddrInfo) error
+	// sessionRun, when set before Open, runs the sessions the scheduler
+	// starts instead of runSession (tests: when they start, not what they do).
+	sessionRun func(ctx context.Context, sem slots, p peer.ID, interest bool) bool
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

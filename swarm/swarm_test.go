@@ -187,7 +187,7 @@ func TestSync_StartsOnConnection(t *testing.T) {
 	}
 	select {
 	case <-opened:
-	case <-time.After(20 * time.Second):
+	case <-time.After(20 * time.Second): // a hang bound; the 1 s promise is TestSchedule_CatchUpWithinASecondOfConnection's
 		t.Fatal("no sync session on a new connection")
 	}
 }
