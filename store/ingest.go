@@ -504,6 +504,28 @@ func (w *writer) fileGroups(b *batch, r *request) error {
 // stored claims join or leave the sync set, their votes are re-merged,
 // their links join groups when they become trusted, and the groups their
 // links had joined are split when they stop being trusted.
+// rowItem is the sync item of pid's row of k, if it has one. Rows this
+// batch loaded (and may have changed) come from b.rows; others by a point
+// read that does not cache the key's rows: a trust change at scale reads
+// one row for each of a signer's 100,000 claims, and most of their records
+// are re-merged later, in chunks (remerge.go).
+func (w *writer) rowItem(b *batch, k ck, pid int64) (SyncItem, bool, error) {
+	if rows, ok := b.rows[k]; ok || b.fresh[k.cid] {
+		for j := range rows {
+			if rows[j].pid == pid {
+				return rows[j].item(), true, nil
+			}
+		}
+		return SyncItem{}, false, nil
+	}
+	dest := make([]driver.Value, 2)
+	ok, err := w.tSelItem.one(dest, k.cid, k.key, pid)
+	if err != nil || !ok {
+		return SyncItem{}, false, err
+	}
+	return SyncItem{TS: uint64(asInt(dest[0])), ID: asID(dest[1])}, true, nil
+}
+
 func (w *writer) trustDelta(b *batch, from, to *trustView) error {
 	cands := map[string]struct{}{}
 	for _, v := range []*trustView{from, to} {
@@ -545,22 +567,19 @@ func (w *writer) trustDelta(b *batch, from, to *trustView) error {
 			}
 		}
 		for _, k := range keys {
-			rows, err := b.load(k)
+			it, ok, err := w.rowItem(b, k, pid)
 			if err != nil {
 				return err
 			}
-			for j := range rows {
-				if rows[j].pid != pid {
-					continue
-				}
-				b.keys[k] = struct{}{}
-				op := syncOp{pid: pid, add: rows[j].item(), hasAdd: true}
-				if !now {
-					op = syncOp{pid: pid, del: rows[j].item(), hasDel: true}
-				}
-				b.sync = append(b.sync, op)
-				break
+			if !ok {
+				continue
 			}
+			b.keys[k] = struct{}{}
+			op := syncOp{pid: pid, add: it, hasAdd: true}
+			if !now {
+				op = syncOp{pid: pid, del: it, hasDel: true}
+			}
+			b.sync = append(b.sync, op)
 		}
 		edges, err := w.edgesBy(pid)
 		if err != nil {

@@ -103,7 +103,7 @@ type writer struct {
 
 	// truth statements
 	tSelRows, tSelRow, tSelCid, tUpsert, tInsPrincipal, tSetGroup, tSetMeta, tSetCounts, tSetTrust *rawStmt
-	tSelSig, tAddEdge, tEdgesOf, tEdgesBy, tUpsertN                                                *rawStmt
+	tSelSig, tAddEdge, tEdgesOf, tEdgesBy, tUpsertN, tSelItem                                      *rawStmt
 	// cache statements
 	cGet, cPut, cPutN, cDel, cRange, cDelRange, cCBP, cCBPN, cSelCBP, cFTSIns, cFTSUpd, cFTSDel, cLocalBy, cLocalGet, cLocalPut, cLocalDel, cHay, cEvCut *rawStmt
 }
@@ -154,6 +154,7 @@ func (w *writer) prepare() error {
 	list := []ps{
 		{&w.tSelRows, &w.t, `SELECT pid, value, ts, id FROM claim WHERE cid = ? AND key = ?`},
 		{&w.tSelRow, &w.t, `SELECT value, ts, id FROM claim WHERE cid = ? AND key = ? AND pid = ?`},
+		{&w.tSelItem, &w.t, `SELECT ts, id FROM claim WHERE cid = ? AND key = ? AND pid = ?`},
 		{&w.tSelCid, &w.t, `SELECT key, pid, value, ts, id FROM claim WHERE cid = ?`},
 		{&w.tUpsert, &w.t, `INSERT INTO claim(cid, key, pid, value, ts, sig, id, seq) VALUES(?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(cid, key, pid) DO UPDATE SET value = excluded.value, ts = excluded.ts, sig = excluded.sig, id = excluded.id, seq = excluded.seq`},
