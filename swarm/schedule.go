@@ -41,9 +41,13 @@ const (
 // costs one session), every SyncInterval with the few peers synced least
 // recently, with every other peer shortly after a session brought claims
 // in, and with every peer on Resync (in interest mode with an interest
-// fetch first). It owns the session goroutines
-// and waits for them before returning.
+// fetch first), and again with a peer whose session left claims to other
+// sessions once those have ended (inflight.go). It owns the session
+// goroutines and waits for them before returning.
 func (s *Swarm) runSyncScheduler(ctx context.Context) {
+	reg := newInflight()
+	registries.Store(s, reg)
+	defer registries.Delete(s)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	sem := slots{any: make(chan struct{}, maxOutboundSyncs), proven: make(chan struct{}, reservedSyncs)}
@@ -136,6 +140,12 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 				start(p, false)
 			}
 			clear(sources)
+		case <-reg.wake:
+			// Sessions that left claims to others whose sessions have
+			// ended now: whatever those did not bring is asked for again.
+			for _, p := range reg.takeReady() {
+				start(p, false)
+			}
 		case p := <-s.connCh:
 			if s.cfg.NoAutoSync {
 				continue
@@ -229,6 +239,6 @@ func (s *Swarm) runSession(ctx context.Context, sem slots, p peer.ID, interest b
 	if interest && s.cfg.Interest != nil {
 		s.fetchInterest(sctx, p)
 	}
-	_, _ = s.SyncWith(sctx, p)
+	_, _ = s.syncWith(sctx, p, true)
 	return ctx.Err() == nil
 }

@@ -61,6 +61,10 @@ type SyncStats struct {
 	Duration     time.Duration
 	Err          error
 	NoPushToPeer bool // the peer asked not to be sent claims
+	// Deferred counts the wants dropped and ranges skipped because another
+	// session of this node was asking for them (inflight.go); the session
+	// is run again once those have ended.
+	Deferred int64
 }
 
 // session is one side of one sync session.
@@ -78,6 +82,8 @@ type session struct {
 	guard   *sessionGuard
 	hello   bool  // the peer's HELLO arrived
 	claimIn int64 // bytes of CLAIMS frames read
+	reg     *inflight
+	flight  *flight // what this session asks its peer for (inflight.go)
 }
 
 // peerTurn is what the peer sent in one turn.
@@ -89,7 +95,9 @@ type peerTurn struct {
 
 func (t *peerTurn) final() bool { return len(t.wants) == 0 && len(t.ranges) == 0 }
 
-func (s *Swarm) newSession(ctx context.Context, st network.Stream, initiator bool) *session {
+// newSession prepares one side of a session; mayDefer lets it leave to
+// other sessions of this node the claims they are asking for already.
+func (s *Swarm) newSession(ctx context.Context, st network.Stream, initiator, mayDefer bool) *session {
 	ss := &session{
 		s:       s,
 		peer:    st.Conn().RemotePeer(),
@@ -107,6 +115,8 @@ func (s *Swarm) newSession(ctx context.Context, st network.Stream, initiator boo
 		want: s.cfg.Interest == nil,
 	}
 	ss.sub = newSubmitter(ctx, s, ss.peer)
+	ss.reg = s.flights()
+	ss.flight = ss.reg.begin(ss.peer, mayDefer && ss.rec.want && !s.cfg.NoAutoSync)
 	return ss
 }
 
@@ -127,9 +137,17 @@ func (ss *session) applyHello(h hello) {
 }
 
 // SyncWith runs one reconciliation session with a connected peer as the
-// initiator and returns its figures (tests and the benchmark use it; the
-// scheduler calls it on connections and periodically).
+// initiator and returns its figures (tests and the benchmark use it). It
+// asks for everything it finds missing, even what other sessions are
+// asking for at the moment (they leave it to this one instead).
 func (s *Swarm) SyncWith(ctx context.Context, p peer.ID) (SyncStats, error) {
+	return s.syncWith(ctx, p, false)
+}
+
+// syncWith is SyncWith; mayDefer (the scheduler's sessions) leaves to
+// other live sessions what they ask for, and has the scheduler run it
+// again once they have ended.
+func (s *Swarm) syncWith(ctx context.Context, p peer.ID, mayDefer bool) (SyncStats, error) {
 	if err := s.waitSyncReady(ctx); err != nil {
 		return SyncStats{Peer: p, Initiator: true, Err: err}, err
 	}
@@ -138,7 +156,7 @@ func (s *Swarm) SyncWith(ctx context.Context, p peer.ID) (SyncStats, error) {
 		err = fmt.Errorf("sync with %s: %w", p, err)
 		return SyncStats{Peer: p, Initiator: true, Err: err}, err
 	}
-	ss := s.newSession(ctx, st, true)
+	ss := s.newSession(ctx, st, true, mayDefer)
 	err = ss.run(ctx, true)
 	return ss.finish(err), err
 }
@@ -176,7 +194,7 @@ func (s *Swarm) handleSync(st network.Stream) {
 		s.refuse(st, errCodeNotReady, "sync set loading")
 		return
 	}
-	ss := s.newSession(ctx, st, false)
+	ss := s.newSession(ctx, st, false, true)
 	ss.finish(ss.run(ctx, false))
 }
 
@@ -220,6 +238,7 @@ func (ss *session) run(ctx context.Context, initiator bool) (err error) {
 	var peerWants []shortID
 	if initiator {
 		plan := ss.rec.initial()
+		ss.claim(&plan)
 		h := ss.localHello()
 		if err := ss.sendTurn(ctx, &h, plan, nil); err != nil {
 			return err
@@ -247,6 +266,7 @@ func (ss *session) run(ctx context.Context, initiator bool) (err error) {
 		}
 		peerWants = t.wants
 		plan := ss.rec.respond(t.ranges)
+		ss.claim(&plan)
 		if err := ss.sendTurn(ctx, h, plan, peerWants); err != nil {
 			return err
 		}
@@ -255,6 +275,25 @@ func (ss *session) run(ctx context.Context, initiator bool) (err error) {
 			return ss.sub.wait()
 		}
 	}
+}
+
+// claim registers what the turn asks the peer for and leaves out what
+// other sessions of this node are asking their peers for (inflight.go).
+func (ss *session) claim(plan *turnPlan) {
+	if !ss.rec.want {
+		return // the peer sends nothing we ask for (noPush)
+	}
+	plan.wants = compactWants(plan.wants)
+	ss.reg.claim(ss.flight, plan)
+}
+
+// compactWants sorts wants, drops repeats and keeps what one turn may ask:
+// a peer's id lists within the turn's limits can name millions of claims
+// we lack (protocol review, F8); the rest come in a later session.
+func compactWants(wants []shortID) []shortID {
+	slices.SortFunc(wants, shortID.compare)
+	wants = slices.Compact(wants)
+	return wants[:min(len(wants), maxWantsInTurn)]
 }
 
 // readTurn reads frames up to END; claims go to the submitter as they come.
@@ -442,13 +481,8 @@ func (ss *session) sendTurn(ctx context.Context, h *hello, plan turnPlan, peerWa
 			return err
 		}
 	}
-	wants := plan.wants
-	slices.SortFunc(wants, shortID.compare)
-	wants = slices.Compact(wants)
-	// Never ask more than a peer may ask of us: a peer's id lists within
-	// the turn's limits can name millions of claims we lack (protocol
-	// review, F8). The rest come in a later session.
-	wants = wants[:min(len(wants), maxWantsInTurn)]
+	// Never ask more than a peer may ask of us (compactWants).
+	wants := compactWants(plan.wants)
 	for chunk := range slices.Chunk(wants, maxWantPerFrame) {
 		if err := w(appendWant(nil, chunk)); err != nil {
 			return fmt.Errorf("write sync frame: %w", err)
@@ -570,6 +604,9 @@ func (ss *session) finish(err error) SyncStats {
 	ss.stats.Invalid = ss.sub.invalid.Load()
 	ss.stats.Uninterested = ss.sub.uninterested.Load()
 	ss.stats.Err = err
+	// Released only now: what the peer sent for our registered spans is
+	// stored, so a session that waited for them finds them held.
+	ss.stats.Deferred = ss.reg.end(ss.flight)
 	ss.s.recordSync(ss.stats)
 	return ss.stats
 }
