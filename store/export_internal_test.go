@@ -24,3 +24,15 @@ func StopWriter(s *Store) { s.cancel(ErrClosed) }
 func FailNextCache(s *Store) {
 	s.failCache = func() error { s.failCache = nil; return errors.New("disk full") }
 }
+
+// FailCacheAt fails the n-th cache transaction from now (1: the next).
+func FailCacheAt(s *Store, n int) {
+	s.failCache = func() error {
+		n--
+		if n > 0 {
+			return nil
+		}
+		s.failCache = nil
+		return errors.New("disk full")
+	}
+}

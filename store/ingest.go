@@ -46,6 +46,7 @@ type batch struct {
 	viewChanged  bool // the list or the vouches changed
 	trustChanged bool // the effective trusted set changed
 	rebuild      bool // truth changes a per-claim catch-up could not replay
+	queued       bool // planRemerge queued records of this batch: its trust requests wait for the queue
 	nowMS        int64
 }
 

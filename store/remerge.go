@@ -18,7 +18,9 @@ import (
 //
 // The trust request that caused it is answered when the queue is empty,
 // so `metanode trust rm` still returns once the merged view agrees with
-// it; claims in the same batch are answered at once.
+// it (or when the store closes: the change is durable, and the next start
+// rebuilds the cache); claims in the same batch, and trust requests of
+// batches that queued nothing, are answered at once.
 //
 // Crash safety: while the queue is not empty every cache commit records
 // applied_seq as remergeFloor, which is below the rebuild_seq the trust
@@ -74,7 +76,7 @@ func (w *writer) planRemerge(b *batch) {
 	}
 	var movable []string
 	for _, rid := range sortedKeys(b.full) {
-		if !keep[rid] && !b.created[rid] && !b.local[rid] && !b.regrouped[rid] {
+		if !keep[rid] && !b.created[rid] && !b.regrouped[rid] {
 			movable = append(movable, rid)
 		}
 	}
@@ -88,6 +90,7 @@ func (w *writer) planRemerge(b *batch) {
 		q.due = map[string]bool{}
 		q.queue = q.queue[:0]
 	}
+	b.queued = true
 	for _, rid := range movable[n:] {
 		delete(b.full, rid)
 		if !q.due[rid] {
@@ -189,9 +192,9 @@ func (w *writer) endRemerge(err error) {
 
 // holdTrust keeps the trust requests of reqs until the queue drains and
 // returns the others.
-func (w *writer) holdTrust(reqs []*request) []*request {
+func (w *writer) holdTrust(b *batch, reqs []*request) []*request {
 	q := &w.remerge
-	if !q.pending() {
+	if !q.pending() || !b.queued {
 		return reqs
 	}
 	rest := reqs[:0:0]

@@ -285,3 +285,41 @@ func TestRemerge_SplitRecordsAtOnce(t *testing.T) {
 	}
 	diffMaps(t, dumpCache(t, f.cfg.CachePath), rebuiltSamePolicy(t, f.cfg))
 }
+
+// TestRemerge_SmallTrustChangeNotHeld: a trust change that queues nothing
+// (trusting a signer with no claims, as the node's auto-trust does for a
+// new local writer before its first write), made while another change's
+// re-merge is queued, is answered between two chunks, not held for the
+// whole queue (review 12).
+func TestRemerge_SmallTrustChangeNotHeld(t *testing.T) {
+	f := newRemergeFixture(t)
+	answered := make(chan error, 1)
+	f.hook = func(n, due int) {
+		switch n {
+		case 1:
+			go func() { answered <- f.s.Trust(ctx, storetest.Signer(9).UID(), "local writer") }()
+			deadline := time.Now().Add(10 * time.Second)
+			for store.Queued(f.s) == 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		case 2:
+			select { // the writer waits here: answered by now or only after the queue
+			case err := <-answered:
+				if err != nil {
+					t.Errorf("trust: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("a trust change that queued nothing is held for another change's re-merge")
+			}
+		}
+	}
+	if err := f.s.Distrust(ctx, f.vandal.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if f.chunks.Load() < 2 {
+		t.Fatal("the re-merge was not split")
+	}
+	if !f.s.Trusted(storetest.Signer(9).UID()) {
+		t.Fatal("the small trust change is not in effect")
+	}
+}

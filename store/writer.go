@@ -371,7 +371,7 @@ func (w *writer) run(reqs []*request) {
 	if b.trustChanged {
 		s.signalTrust() // before the answer: a caller may look right away
 	}
-	reply(w.holdTrust(reqs), nil)
+	reply(w.holdTrust(b, reqs), nil)
 }
 
 // catchUpIfBehind brings the cache up to truth after a failed cache
