@@ -162,6 +162,12 @@ func (s *Store) Open(ctx context.Context) error {
 			}
 		}
 		err = s.open(ctx)
+		if errors.Is(err, errCacheDamaged) {
+			// A new cache failed the same way: the fault is in truth after
+			// all (quick_check does not compare indexes with their tables).
+			return fmt.Errorf("%w %s: the start fails even with a new cache (%v): check it with sqlite3 truth.db 'PRAGMA integrity_check', and restore truth.db from a backup (docs/operations.md, Restore)",
+				ErrDamaged, s.cfg.TruthPath, err)
+		}
 	}
 	return err
 }
