@@ -358,14 +358,6 @@ func minItem(a, b store.SyncItem) store.SyncItem {
 	return b
 }
 
-// registries holds each open swarm's registry, from its sync scheduler's
-// start to its end (a field of Swarm is asked of swarm.go's owner).
-var registries sync.Map // *Swarm → *inflight
-
 // flights returns the swarm's registry; nil (no deduplication) outside
-// the scheduler's lifetime.
-func (s *Swarm) flights() *inflight {
-	v, _ := registries.Load(s)
-	r, _ := v.(*inflight)
-	return r
-}
+// the sync scheduler's lifetime.
+func (s *Swarm) flights() *inflight { return s.inflight.Load() }

@@ -46,8 +46,8 @@ const (
 // goroutines and waits for them before returning.
 func (s *Swarm) runSyncScheduler(ctx context.Context) {
 	reg := newInflight()
-	registries.Store(s, reg)
-	defer registries.Delete(s)
+	s.inflight.Store(reg)
+	defer s.inflight.Store(nil)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	sem := slots{any: make(chan struct{}, maxOutboundSyncs), proven: make(chan struct{}, reservedSyncs)}

@@ -159,6 +159,9 @@ type Swarm struct {
 	// scoreInspect, when set before Open, receives gossipsub's peer
 	// scores now and then (tests).
 	scoreInspect pubsub.PeerScoreInspectFn
+	// inflight is what the live sync sessions are asking their peers for,
+	// while the sync scheduler runs (inflight.go).
+	inflight atomic.Pointer[inflight]
 	// foundDial, when set before Open, dials the peers mDNS found instead
 	// of dialFound (tests: dials that block, counted).
 	foundDial func(context.Context, peer.AddrInfo) error
