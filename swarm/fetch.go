@@ -407,9 +407,10 @@ func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
 		return 0, fmt.Errorf("lookup: %w", err)
 	}
 	budget := s.cfg.LookupTimeout
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	l := &lookup{s: s, cid: cid, asked: map[peer.ID]bool{s.host.ID(): true},
+	l := &lookup{s: s, cid: cid, parent: parent, asked: map[peer.ID]bool{s.host.ID(): true},
 		dials: make(chan struct{}, lookupParallel), found: make(chan int, 1)}
 	defer func() { cancel(); l.wg.Wait() }() // every ask ends with ctx
 	provsDone := make(chan struct{})
@@ -466,8 +467,9 @@ func (s *Swarm) Lookup(ctx context.Context, cid string) (int, error) {
 type lookup struct {
 	s         *Swarm
 	cid       string
-	wg        sync.WaitGroup // every ask
-	dials     chan struct{}  // provider dials at once
+	parent    context.Context // the caller's, for the last look at the store
+	wg        sync.WaitGroup  // every ask
+	dials     chan struct{}   // provider dials at once
 	mu        sync.Mutex
 	asked     map[peer.ID]bool
 	fallbacks int
@@ -558,6 +560,13 @@ func (l *lookup) done(n int) (int, error) {
 }
 
 func (l *lookup) notFound() (int, error) {
+	// No answer stored it, yet the store may hold the cid by now: a sync
+	// session or gossip brought it while the lookup ran (an answer of the
+	// same claims cut off by the budget, or a peer not asked). The caller
+	// reads the store next; "no peer knows" would make that a 404.
+	if has, err := l.s.cfg.Store.HasCID(l.parent, l.cid); err == nil && has {
+		return l.done(0)
+	}
 	l.s.met.lookups.WithLabelValues("notfound").Inc()
 	if u := l.untrusted.Load(); u > 0 {
 		return 0, fmt.Errorf("lookup %s: %w: %w (%d claims refused)", l.cid, ErrNotFound, ErrOnlyUntrusted, u)

@@ -197,3 +197,54 @@ func TestLookup_AlreadyHeldAnswerEndsWhenStoreHoldsCID(t *testing.T) {
 		t.Fatalf("lookup of a cid held already: n=%d err=%v, want 0 and no error", n, err)
 	}
 }
+// TestLookup_StoredMeanwhileByAnotherPathIsFound: the store gets the cid
+// while the lookup runs, not from the peers asked (a sync session with
+// another peer, gossip), and the one peer asked answers nothing about it.
+// The lookup is found with 0 new claims: the caller reads the store next,
+// and "no peer knows" would make that read a 404 for a cid the store holds.
+func TestLookup_StoredMeanwhileByAnotherPathIsFound(t *testing.T) {
+	mn := mocknet.New()
+	t.Cleanup(func() { _ = mn.Close() })
+	v := trustSwarm(t, mn, 15, store.TrustOpen, nil, func(c *Config) {
+		c.NoAutoSync = true
+		c.LookupTimeout = 30 * time.Second // a bound against a hang
+	})
+	w := storetest.Signer(794)
+	x := storetest.CID(7800)
+	cs := []store.Claim{w.Text(x, "title", "t", uint64(time.Now().UnixMilli())-10_000)}
+	empty, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := make(chan error, 1) // the lookup asks a peer once
+	empty.SetStreamHandler(ProtocolFetch, func(st network.Stream) {
+		defer st.Close()
+		if _, err := newFrameReader(st).next(); err != nil {
+			stored <- err
+			return
+		}
+		_, err := v.cfg.Store.Submit(t.Context(), cs, store.SubmitOptions{Origin: store.OriginPeer})
+		stored <- err
+		fw := newFrameWriter(st)
+		_ = fw.write([]byte{frameEnd})
+		_ = fw.flush()
+	})
+	if _, err := mn.LinkPeers(v.host.ID(), empty.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.ConnectPeers(v.host.ID(), empty.ID()); err != nil {
+		t.Fatal(err)
+	}
+	n, err := v.Lookup(t.Context(), x)
+	select {
+	case serr := <-stored:
+		if serr != nil {
+			t.Fatalf("the claims were not stored meanwhile: %v", serr)
+		}
+	default:
+		t.Fatal("the lookup never asked the peer")
+	}
+	if err != nil || n != 0 {
+		t.Fatalf("lookup of a cid stored while it ran: n=%d err=%v, want 0 and no error", n, err)
+	}
+}

@@ -131,9 +131,12 @@ func TestLookup_ThroughDHT(t *testing.T) {
 	// A real handshake under -race on a loaded machine may take more than
 	// the 1 s a provider dial gets; then only connected peers are asked.
 	swarm.SetLookupDial(t, 10*time.Second)
+	// No sync session: the lookup's own dial of the holder would start
+	// the connection's catch-up, which may store the claim before the
+	// fetch does (the lookup is then found with 0 new claims).
 	nodes := make([]*node, 6)
 	for i := range nodes {
-		nodes[i] = newNode(t, nodeOpt{trust: store.TrustList, swarm: func(c *swarm.Config) { c.DHTServer = true }})
+		nodes[i] = newNode(t, nodeOpt{trust: store.TrustList, swarm: func(c *swarm.Config) { c.DHTServer, c.NoAutoSync = true, true }})
 	}
 	hub := nodes[0]
 	for _, n := range nodes[1:] {
