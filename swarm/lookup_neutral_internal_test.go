@@ -197,6 +197,7 @@ func TestLookup_AlreadyHeldAnswerEndsWhenStoreHoldsCID(t *testing.T) {
 		t.Fatalf("lookup of a cid held already: n=%d err=%v, want 0 and no error", n, err)
 	}
 }
+
 // TestLookup_StoredMeanwhileByAnotherPathIsFound: the store gets the cid
 // while the lookup runs, not from the peers asked (a sync session with
 // another peer, gossip), and the one peer asked answers nothing about it.
