@@ -7,6 +7,7 @@ import (
 	"time"
 
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/swarm"
@@ -62,7 +63,8 @@ func TestSync_CatchUpFromSeveralPeersOnce(t *testing.T) {
 	n := len(claims)
 	mn := newMocknet(t)
 	peers := []*node{fullPeer(t, mn, claims, nodeOpt{}), fullPeer(t, mn, claims, nodeOpt{}), fullPeer(t, mn, claims, nodeOpt{})}
-	e := newNode(t, nodeOpt{mn: mn})
+	reg := prometheus.NewRegistry()
+	e := newNode(t, nodeOpt{mn: mn, swarm: func(c *swarm.Config) { c.Registerer = reg }})
 	for _, p := range peers {
 		if _, err := mn.LinkPeers(e.id, p.id); err != nil {
 			t.Fatal(err)
@@ -79,6 +81,33 @@ func TestSync_CatchUpFromSeveralPeersOnce(t *testing.T) {
 	if sent > int64(n)*13/10 {
 		t.Fatalf("the peers sent %d claims for %d missing (%.2f N): sessions asked for the same claims at once",
 			sent, n, float64(sent)/float64(n))
+	}
+	// /metrics shows the copies: received_all counts every claim the
+	// node's sessions took in, received only those new to it.
+	syncClaims := func(dir string) float64 {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() != "metanode_swarm_sync_claims_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "dir" && l.GetValue() == dir {
+						return m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return 0
+	}
+	waitFor(t, 30*time.Second, "the node's sessions to end and count what they received", func() bool {
+		return syncClaims("received") == float64(n) && syncClaims("received_all") >= float64(n)
+	})
+	if all := syncClaims("received_all"); all > float64(sent) {
+		t.Fatalf("received_all %v, more than the %d claims the peers sent", all, sent)
 	}
 }
 

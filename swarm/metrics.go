@@ -60,7 +60,7 @@ func newMetrics(s *Swarm) *metrics {
 		peersBlocked:      counter("peers_blocked_total", "Peers disconnected and refused after repeated invalid deliveries."),
 		syncSessions:      vec("sync_sessions_total", "Sync sessions, by role (initiator, responder) and result (ok, error).", "role", "result"),
 		syncBytes:         vec("sync_bytes_total", "Sync protocol bytes, by direction (sent, received).", "dir"),
-		syncClaims:        vec("sync_claims_total", "Claims moved by sync, by direction (sent, received).", "dir"),
+		syncClaims:        vec("sync_claims_total", "Claims moved by sync, by direction: sent, received (new to this node), received_all (whatever the store said: above received, copies).", "dir"),
 		syncRoundTrips: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
 			Name: "sync_round_trips", Help: "Round trips per sync session.", Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16, 32}}),
 		fetches:  vec("fetch_requests_total", "Fetch requests made, by result (ok, empty, error).", "result"),
@@ -218,6 +218,7 @@ func (s *Swarm) recordSync(st SyncStats) {
 	s.met.syncBytes.WithLabelValues("received").Add(float64(st.BytesRecvd))
 	s.met.syncClaims.WithLabelValues("sent").Add(float64(st.ClaimsSent))
 	s.met.syncClaims.WithLabelValues("received").Add(float64(st.ClaimsRecvd))
+	s.met.syncClaims.WithLabelValues("received_all").Add(float64(st.ClaimsMoved))
 	s.met.syncRoundTrips.Observe(float64(st.RoundTrips))
 	s.counters.sessions.Add(1)
 	s.counters.claimsSent.Add(st.ClaimsSent)
