@@ -1,6 +1,7 @@
 package swarm
 
 import (
+	"math"
 	"sort"
 	"sync"
 
@@ -86,7 +87,8 @@ func (r *inflight) begin(p peer.ID, mayDefer bool) *flight {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f.mayDefer = mayDefer && r.defers[p] < maxDeferRounds
+	n, counted := r.defers[p]
+	f.mayDefer = mayDefer && n < maxDeferRounds && (counted || len(r.defers) < maxDeferPeers)
 	return f
 }
 
@@ -203,7 +205,12 @@ func (r *inflight) first(lo store.SyncItem) int {
 }
 
 // gaps appends to add the parts of [lo, hi) no span covers, as f's.
+// Bounds of ts MaxUint64 are registered as the end of the set: no claim
+// has that ts (the store refuses future ones), and a turn cannot start
+// with such a bound (its ts delta from 0 wraps to the end-of-set marker),
+// which a cut at the span of a peer's listed id would make it do.
 func (r *inflight) gaps(f *flight, add []span, lo, hi store.SyncItem) []span {
+	lo, hi = endAtMaxTS(lo), endAtMaxTS(hi)
 	cur := lo
 	for i := r.first(lo); i < len(r.spans) && r.spans[i].lo.Compare(hi) < 0; i++ {
 		if sp := r.spans[i]; cur.Compare(sp.lo) < 0 {
@@ -301,10 +308,11 @@ func (r *inflight) end(f *flight) int64 {
 }
 
 func (r *inflight) makeReady(p peer.ID) {
-	if _, ok := r.defers[p]; !ok && len(r.defers) >= maxDeferPeers {
-		clear(r.defers) // stale entries of peers gone: at worst one more round of waiting
+	// Full: a new peer is not counted (begin lets it ask regardless);
+	// clearing would give every waiting peer maxDeferRounds more waits.
+	if _, ok := r.defers[p]; ok || len(r.defers) < maxDeferPeers {
+		r.defers[p]++
 	}
-	r.defers[p]++
 	for _, q := range r.ready {
 		if q == p {
 			return
@@ -342,6 +350,13 @@ func compactSkips(in []rangeEntry) []rangeEntry {
 		out = out[:len(out)-1]
 	}
 	return out
+}
+
+func endAtMaxTS(it store.SyncItem) store.SyncItem {
+	if it.TS == math.MaxUint64 {
+		return store.MaxSyncItem
+	}
+	return it
 }
 
 func maxItem(a, b store.SyncItem) store.SyncItem {
