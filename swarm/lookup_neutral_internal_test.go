@@ -113,89 +113,7 @@ func TestLookup_HeldVouchAnswerIsNeutral(t *testing.T) {
 // store holds the cid, and a remote read answering 404 for it would be
 // wrong (review s9's suspected race, made to happen every time).
 func TestLookup_AnswerStoredMeanwhileIsFound(t *testing.T) {
-	mn := mocknet.New()
-	t.Cleanup(func() { _ = mn.Close() })
-	v := trustSwarm(t, mn, 14, store.TrustOpen, nil, func(c *Config) {
-		c.NoAutoSync = true
-		c.LookupTimeout = 30 * time.Second // a bound against a hang
-	})
-	w := storetest.Signer(795)
-	x := storetest.CID(7700)
-	ts := uint64(time.Now().UnixMilli()) - 10_000
-	cs := []store.Claim{w.Text(x, "title", "t", ts), w.Text(x, "year", "1999", ts+1)}
-	peerHolder, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := make(chan error, 1) // the lookup asks a peer once
-	peerHolder.SetStreamHandler(ProtocolFetch, func(st network.Stream) {
-		defer st.Close()
-		if _, err := newFrameReader(st).next(); err != nil {
-			stored <- err
-			return
-		}
-		// The session's copy lands first, as a peer's claims.
-		_, err := v.cfg.Store.Submit(t.Context(), cs, store.SubmitOptions{Origin: store.OriginPeer})
-		stored <- err
-		var cf claimsFrame
-		for i := range cs {
-			cf.add(&cs[i])
-		}
-		fw := newFrameWriter(st)
-		_ = fw.write(cf.bytes())
-		_ = fw.write([]byte{frameEnd})
-		_ = fw.flush()
-	})
-	if _, err := mn.LinkPeers(v.host.ID(), peerHolder.ID()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.ConnectPeers(v.host.ID(), peerHolder.ID()); err != nil {
-		t.Fatal(err)
-	}
-	n, err := v.Lookup(t.Context(), x)
-	select {
-	case serr := <-stored:
-		if serr != nil {
-			t.Fatalf("the peer never stored its copy first: %v", serr)
-		}
-	default:
-		t.Fatal("the lookup never asked the peer")
-	}
-	if err != nil || n != 0 {
-		t.Fatalf("lookup of a cid stored while it ran: n=%d err=%v, want 0 and no error", n, err)
-	}
-	if _, err := v.cfg.Store.(*store.Store).Record(t.Context(), x, ""); err != nil {
-		t.Fatalf("the record is missing: %v", err)
-	}
-}
-
-// TestLookup_AlreadyHeldAnswerEndsWhenStoreHoldsCID: an answer of claims
-// the store holds already ends the lookup when the store holds the cid
-// (another lookup or gossip brought it meanwhile): the lookup is answered,
-// not "no peer knows it".
-func TestLookup_AlreadyHeldAnswerEndsWhenStoreHoldsCID(t *testing.T) {
-	mn := mocknet.New()
-	t.Cleanup(func() { _ = mn.Close() })
-	v := trustSwarm(t, mn, 12, store.TrustOpen, nil)
-	h := trustSwarm(t, mn, 13, store.TrustOpen, nil)
-	w := storetest.Signer(796)
-	x := storetest.CID(7600)
-	ts := uint64(time.Now().UnixMilli()) - 10_000
-	c := []store.Claim{w.Text(x, "title", "t", ts)}
-	for _, s := range []*Swarm{v, h} {
-		if _, err := s.cfg.Store.Submit(t.Context(), c, store.SubmitOptions{Origin: store.OriginLocal}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := mn.LinkPeers(v.host.ID(), h.host.ID()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mn.ConnectPeers(v.host.ID(), h.host.ID()); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := v.Lookup(t.Context(), x); err != nil || n != 0 {
-		t.Fatalf("lookup of a cid held already: n=%d err=%v, want 0 and no error", n, err)
-	}
+	lookupStoredMeanwhile(t, 14, 795, 7700, true)
 }
 
 // TestLookup_StoredMeanwhileByAnotherPathIsFound: the store gets the cid
@@ -204,21 +122,30 @@ func TestLookup_AlreadyHeldAnswerEndsWhenStoreHoldsCID(t *testing.T) {
 // The lookup is found with 0 new claims: the caller reads the store next,
 // and "no peer knows" would make that read a 404 for a cid the store holds.
 func TestLookup_StoredMeanwhileByAnotherPathIsFound(t *testing.T) {
+	lookupStoredMeanwhile(t, 15, 794, 7800, false)
+}
+
+// lookupStoredMeanwhile runs a lookup of a cid whose claims the store gets
+// while the one peer asked is answering: that peer stores them in the
+// node's store (as another path would), then answers with the same claims
+// (answer) or with nothing. The lookup must be found with 0 new claims.
+func lookupStoredMeanwhile(t *testing.T, node, signer, cidIndex int, answer bool) {
 	mn := mocknet.New()
 	t.Cleanup(func() { _ = mn.Close() })
-	v := trustSwarm(t, mn, 15, store.TrustOpen, nil, func(c *Config) {
+	v := trustSwarm(t, mn, node, store.TrustOpen, nil, func(c *Config) {
 		c.NoAutoSync = true
 		c.LookupTimeout = 30 * time.Second // a bound against a hang
 	})
-	w := storetest.Signer(794)
-	x := storetest.CID(7800)
-	cs := []store.Claim{w.Text(x, "title", "t", uint64(time.Now().UnixMilli())-10_000)}
-	empty, err := mn.GenPeer()
+	w := storetest.Signer(signer)
+	x := storetest.CID(cidIndex)
+	ts := uint64(time.Now().UnixMilli()) - 10_000
+	cs := []store.Claim{w.Text(x, "title", "t", ts), w.Text(x, "year", "1999", ts+1)}
+	asked, err := mn.GenPeer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	stored := make(chan error, 1) // the lookup asks a peer once
-	empty.SetStreamHandler(ProtocolFetch, func(st network.Stream) {
+	asked.SetStreamHandler(ProtocolFetch, func(st network.Stream) {
 		defer st.Close()
 		if _, err := newFrameReader(st).next(); err != nil {
 			stored <- err
@@ -227,13 +154,20 @@ func TestLookup_StoredMeanwhileByAnotherPathIsFound(t *testing.T) {
 		_, err := v.cfg.Store.Submit(t.Context(), cs, store.SubmitOptions{Origin: store.OriginPeer})
 		stored <- err
 		fw := newFrameWriter(st)
+		if answer {
+			var cf claimsFrame
+			for i := range cs {
+				cf.add(&cs[i])
+			}
+			_ = fw.write(cf.bytes())
+		}
 		_ = fw.write([]byte{frameEnd})
 		_ = fw.flush()
 	})
-	if _, err := mn.LinkPeers(v.host.ID(), empty.ID()); err != nil {
+	if _, err := mn.LinkPeers(v.host.ID(), asked.ID()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mn.ConnectPeers(v.host.ID(), empty.ID()); err != nil {
+	if _, err := mn.ConnectPeers(v.host.ID(), asked.ID()); err != nil {
 		t.Fatal(err)
 	}
 	n, err := v.Lookup(t.Context(), x)
@@ -247,5 +181,8 @@ func TestLookup_StoredMeanwhileByAnotherPathIsFound(t *testing.T) {
 	}
 	if err != nil || n != 0 {
 		t.Fatalf("lookup of a cid stored while it ran: n=%d err=%v, want 0 and no error", n, err)
+	}
+	if _, err := v.cfg.Store.(*store.Store).Record(t.Context(), x, ""); err != nil {
+		t.Fatalf("the record is missing: %v", err)
 	}
 }
