@@ -139,10 +139,28 @@ func (ss *session) applyHello(h hello) {
 // SyncWith runs one reconciliation session with a connected peer as the
 // initiator and returns its figures (tests and the benchmark use it). It
 // asks for everything it finds missing, even what other sessions are
-// asking for at the moment (they leave it to this one instead).
+// asking for at the moment (they leave it to this one instead). A peer
+// that answers busy (its 2 sessions with this node are taken, by the
+// scheduler's own sessions) is asked again, up to 4 times over about 4 s.
 func (s *Swarm) SyncWith(ctx context.Context, p peer.ID) (SyncStats, error) {
-	return s.syncWith(ctx, p, false)
+	for attempt := 0; ; attempt++ {
+		st, err := s.syncWith(ctx, p, false)
+		var re *remoteError
+		if attempt == syncBusyRetries || !errors.As(err, &re) || re.code != errCodeBusy {
+			return st, err
+		}
+		t := time.NewTimer(time.Duration(250<<attempt) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return st, err
+		case <-t.C:
+		}
+	}
 }
+
+// syncBusyRetries bounds SyncWith's retries of a busy peer.
+const syncBusyRetries = 4
 
 // syncWith is SyncWith; mayDefer (the scheduler's sessions) leaves to
 // other live sessions what they ask for, and has the scheduler run it
@@ -241,7 +259,7 @@ func (ss *session) run(ctx context.Context, initiator bool) (err error) {
 		ss.claim(&plan)
 		h := ss.localHello()
 		if err := ss.sendTurn(ctx, &h, plan, nil); err != nil {
-			return err
+			return ss.refusedAtOnce(err)
 		}
 	}
 	for {
@@ -590,6 +608,23 @@ func (cw *claimWriter) flush() error {
 		return fmt.Errorf("write sync frame: %w", err)
 	}
 	return nil
+}
+
+// refusedAtOnce explains a failed first write: a peer that refuses the
+// session (busy, not ready) writes an ERROR frame and closes the stream,
+// so the initiator's write can fail before it reads why. The frame is
+// still there to read.
+func (ss *session) refusedAtOnce(werr error) error {
+	_ = ss.stream.SetReadDeadline(time.Now().Add(time.Second))
+	frame, err := ss.fr.next()
+	if err != nil || len(frame) == 0 || frame[0] != frameError {
+		return werr
+	}
+	var re *remoteError
+	if rerr := decodeError(frame); errors.As(rerr, &re) {
+		return fmt.Errorf("%w (%v)", re, werr)
+	}
+	return werr
 }
 
 // finish records the session's figures and returns them.
