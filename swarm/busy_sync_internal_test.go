@@ -8,6 +8,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+
+	"github.com/metanode/metanode/store"
 )
 
 // TestSyncWith_BusyPeerIsAskedAgain: a peer whose sessions with this node
@@ -18,7 +20,10 @@ import (
 func TestSyncWith_BusyPeerIsAskedAgain(t *testing.T) {
 	mn := mocknet.New()
 	t.Cleanup(func() { _ = mn.Close() })
-	e, p := mockSwarm(t, mn, 5), mockSwarm(t, mn, 6)
+	// No sessions of their own: only the held streams take the slots.
+	quiet := func(c *Config) { c.NoAutoSync = true }
+	e := openMockSwarm(t, mn, 105, "/ip4/10.1.0.6/tcp/4001", store.TrustOpen, nil, quiet)
+	p := openMockSwarm(t, mn, 106, "/ip4/10.1.0.7/tcp/4001", store.TrustOpen, nil, quiet)
 	if _, err := mn.LinkPeers(e.host.ID(), p.host.ID()); err != nil {
 		t.Fatal(err)
 	}
