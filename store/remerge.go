@@ -59,6 +59,9 @@ func (w *writer) chunkSize() int {
 // cid that moved to another record must be found there at once.
 func (w *writer) planRemerge(b *batch) {
 	q := &w.remerge
+	if !q.pending() && !b.rebuild {
+		return // the usual batch: nothing queued, nothing to queue
+	}
 	for rid := range b.lost {
 		delete(q.due, rid)
 	}
