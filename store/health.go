@@ -90,8 +90,7 @@ func explain(truth bool, path string, err error) error {
 // explainRead adds what to do to a read error of the truth file that
 // means it is damaged.
 func explainRead(err error) error {
-	var se interface{ Code() int }
-	if errors.As(err, &se) && (se.Code()&0xff == sqliteCorrupt || se.Code()&0xff == sqliteNotADB) {
+	if isCorrupt(err) {
 		return fmt.Errorf("%w: the truth file is damaged: stop the node and restore truth.db from a backup (docs/operations.md, Restore)", err)
 	}
 	return err
