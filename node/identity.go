@@ -39,6 +39,9 @@ func EnsureDataDir(dir string) error {
 func LoadOrCreateIdentity(path string) (signer *store.Signer, created bool, err error) {
 	s, err := store.LoadSigner(path)
 	if err == nil {
+		// A crash after the link and before the temporary file's removal
+		// leaves a copy of the key beside it; nothing else would remove it.
+		store.RemoveStaleKeyTemps(path)
 		return s, false, nil
 	}
 	if errors.Is(err, store.ErrBadKeyFile) {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/metanode/metanode/node"
 	"github.com/metanode/metanode/store"
@@ -81,5 +82,33 @@ func TestLoadOrCreateIdentity_DamagedKey(t *testing.T) {
 				t.Fatalf("the new key does not read back: created %v, %v", created, err)
 			}
 		})
+	}
+}
+
+// TestLoadOrCreateIdentity_RemovesStaleTemp: a key write that died after
+// its link leaves a temporary copy of the key beside node.key; the next
+// load (every start) removes it.
+func TestLoadOrCreateIdentity_RemovesStaleTemp(t *testing.T) {
+	path := filepath.Join(t.TempDir(), node.KeyFile)
+	if _, _, err := node.LoadOrCreateIdentity(path); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(filepath.Dir(path), "."+node.KeyFile+".tmp-1")
+	key, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.WriteFile(tmp, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, created, err := node.LoadOrCreateIdentity(path); err != nil || created {
+		t.Fatalf("load: created %v, %v", created, err)
+	}
+	if _, err := os.Stat(tmp); err == nil {
+		t.Fatal("the stale temporary copy of the key is still there after a load")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"time"
 )
 
 // ErrBadKeyFile: a key file that exists but does not hold a key (empty,
@@ -38,7 +40,8 @@ func writeKeyFile(path string, data []byte, ops keyFileOps) (err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*") // mode 0600
+	RemoveStaleKeyTemps(path)
+	tmp, err := os.CreateTemp(dir, keyTempPrefix(path)+"*") // mode 0600
 	if err != nil {
 		return err
 	}
@@ -63,6 +66,38 @@ func writeKeyFile(path string, data []byte, ops keyFileOps) (err error) {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// staleKeyTempAge: a temporary key file older than this is not another
+// writer's at work (its whole life is a write, an fsync and a link).
+const staleKeyTempAge = time.Minute
+
+func keyTempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
+
+// RemoveStaleKeyTemps deletes the temporary files writeKeyFile leaves for
+// the key at path when its process dies part-way (they hold key bytes,
+// mode 0600): those older than staleKeyTempAge. It returns how many it
+// removed; it is best effort (a directory it cannot read removes nothing).
+func RemoveStaleKeyTemps(path string) int {
+	dir, prefix := filepath.Dir(path), keyTempPrefix(path)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || time.Since(fi.ModTime()) < staleKeyTempAge {
+			continue
+		}
+		if os.Remove(filepath.Join(dir, e.Name())) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // placeKeyFile gives the written temporary file its final name. Where the

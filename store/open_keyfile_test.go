@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/metanode/metanode/store"
 )
@@ -49,5 +50,46 @@ func TestLoadSigner_NotAKey(t *testing.T) {
 	}
 	if _, err := store.LoadSigner(filepath.Join(dir, "missing.key")); !errors.Is(err, fs.ErrNotExist) || errors.Is(err, store.ErrBadKeyFile) {
 		t.Errorf("a missing file: %v, want fs.ErrNotExist", err)
+	}
+}
+
+// TestRemoveStaleKeyTemps: the temporary files a key write leaves when its
+// process dies part-way are removed by the next write of that key (and by
+// RemoveStaleKeyTemps, which the node calls when it loads its key), those
+// of a write still under way (recent) and other files are not.
+func TestRemoveStaleKeyTemps(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "node.key")
+	old := time.Now().Add(-time.Hour)
+	put := func(name string, mtime time.Time) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("part of a key"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stale := put(".node.key.tmp-123", old)
+	live := put(".node.key.tmp-456", time.Now())
+	other := put(".other.key.tmp-789", old)
+	sg, err := store.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sg.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	if exists(stale) {
+		t.Error("the stale temporary file of node.key is still there after a write of node.key")
+	}
+	if !exists(live) || !exists(other) {
+		t.Errorf("a recent temporary file (%v) or another key's (%v) went", exists(live), exists(other))
+	}
+	again := put(".node.key.tmp-abc", old)
+	if n := store.RemoveStaleKeyTemps(path); n != 1 || exists(again) {
+		t.Errorf("RemoveStaleKeyTemps removed %d, want 1 (the stale one; still there: %v)", n, exists(again))
 	}
 }
