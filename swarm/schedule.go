@@ -34,6 +34,13 @@ const (
 	// a claim forwarded in between never reaches it (GRAFT does not replay).
 	// One more session once the mesh holds the peer closes that gap.
 	joinSyncDelay = 2 * time.Second
+	// A re-run (a session that left claims to others, run again once those
+	// ended) that fails (the peer busy or not ready, the stream refused) is
+	// tried again rerunRetryDelay × attempt later, up to rerunRetries times:
+	// what it was for would otherwise wait for the periodic round, where
+	// that peer comes last (it was just tried): with many peers, minutes.
+	rerunRetries    = 3
+	rerunRetryDelay = 2 * time.Second
 )
 
 // runSyncScheduler starts sync sessions: with a peer right after it
@@ -42,7 +49,8 @@ const (
 // recently, with every other peer shortly after a session brought claims
 // in, and with every peer on Resync (in interest mode with an interest
 // fetch first), and again with a peer whose session left claims to other
-// sessions once those have ended (inflight.go). It owns the session
+// sessions once those have ended (inflight.go; a failed re-run is tried
+// again up to rerunRetries times). It owns the session
 // goroutines and waits for them before returning.
 func (s *Swarm) runSyncScheduler(ctx context.Context) {
 	reg := newInflight()
@@ -54,18 +62,36 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 	var mu sync.Mutex
 	// running: a session with the peer is under way; again: another was
 	// asked for meanwhile (a trust change must not be lost to a session
-	// that started before it).
-	type state struct{ again, interest bool }
+	// that started before it); rerun: one of them is a re-run (0: none,
+	// else its attempt).
+	type state struct {
+		again, interest bool
+		rerun           int
+	}
 	running := map[peer.ID]*state{}
+	type retry struct {
+		due     time.Time
+		attempt int
+	}
+	retries := map[peer.ID]retry{} // failed re-runs to try again
 	run := s.runSession
 	if s.sessionRun != nil {
 		run = s.sessionRun
 	}
-	start := func(p peer.ID, interest bool) {
+	// ended notes how a session with p went; a failed re-run is tried
+	// again later. Called with mu held.
+	ended := func(p peer.ID, rerun int, how sessionEnd) {
+		if rerun == 0 || rerun > rerunRetries || how != sessionFailed {
+			return
+		}
+		retries[p] = retry{due: time.Now().Add(rerunRetryDelay * time.Duration(rerun)), attempt: rerun + 1}
+	}
+	start := func(p peer.ID, interest bool, rerun int) {
 		mu.Lock()
 		if st, ok := running[p]; ok {
 			st.again = true
 			st.interest = st.interest || interest
+			st.rerun = max(st.rerun, rerun)
 			mu.Unlock()
 			return
 		}
@@ -73,17 +99,19 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 		mu.Unlock()
 		wg.Go(func() {
 			for {
-				if !run(ctx, sem, p, interest) {
+				how := run(ctx, sem, p, interest)
+				if how == sessionClosing {
 					break
 				}
 				mu.Lock()
+				ended(p, rerun, how)
 				st := running[p]
 				if !st.again {
 					delete(running, p)
 					mu.Unlock()
 					return
 				}
-				interest = st.interest
+				interest, rerun = st.interest, st.rerun
 				*st = state{}
 				mu.Unlock()
 			}
@@ -121,8 +149,20 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 			for p, due := range joined {
 				if now.After(due) {
 					delete(joined, p)
-					start(p, false)
+					start(p, false, 0)
 				}
+			}
+			again := map[peer.ID]int{}
+			mu.Lock()
+			for p, r := range retries {
+				if now.After(r.due) {
+					delete(retries, p)
+					again[p] = r.attempt
+				}
+			}
+			mu.Unlock()
+			for p, attempt := range again {
+				start(p, false, attempt)
 			}
 		case p := <-s.cascadeCh:
 			if s.cfg.NoAutoSync {
@@ -137,21 +177,21 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 			// from each what the other lacks. A session that moves nothing
 			// costs one round trip and cascades no further.
 			for _, p := range s.peerStats.byPromise(s.host.Network().Peers()) {
-				start(p, false)
+				start(p, false, 0)
 			}
 			clear(sources)
 		case <-reg.wake:
 			// Sessions that left claims to others whose sessions have
 			// ended now: whatever those did not bring is asked for again.
 			for _, p := range reg.takeReady() {
-				start(p, false)
+				start(p, false, 1)
 			}
 		case p := <-s.connCh:
 			if s.cfg.NoAutoSync {
 				continue
 			}
 			if s.host.ID() < p || s.cfg.Interest != nil {
-				start(p, true)
+				start(p, true, 0)
 			}
 		case <-s.resyncCh:
 			// A trust change: in interest mode the interest fetch is how
@@ -161,7 +201,7 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 			// periodic turn (interestEvery periods away). Peers that answered
 			// last time first.
 			for _, p := range s.peerStats.byPromise(s.host.Network().Peers()) {
-				start(p, true)
+				start(p, true, 0)
 			}
 		case <-timer.C:
 			if s.cfg.NoAutoSync {
@@ -170,7 +210,7 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 			}
 			ticks++
 			for i, p := range s.leastRecentlySynced(periodicPeers) {
-				start(p, i == 0 && ticks%interestEvery == 0)
+				start(p, i == 0 && ticks%interestEvery == 0, 0)
 			}
 			timer.Reset(period())
 		}
@@ -223,22 +263,36 @@ func (sl slots) take(ctx context.Context, proven func() bool) chan struct{} {
 	}
 }
 
-// runSession runs one scheduled session with p once a slot is free; false
-// when the swarm is closing.
-func (s *Swarm) runSession(ctx context.Context, sem slots, p peer.ID, interest bool) bool {
+// sessionEnd is how a scheduled session ended.
+type sessionEnd int
+
+const (
+	sessionDone    sessionEnd = iota // ran, or the peer is gone
+	sessionFailed                    // the session failed (refused, busy, broken)
+	sessionClosing                   // the swarm is closing
+)
+
+// runSession runs one scheduled session with p once a slot is free.
+func (s *Swarm) runSession(ctx context.Context, sem slots, p peer.ID, interest bool) sessionEnd {
 	slot := sem.take(ctx, func() bool { return s.peerStats.answered(p) })
 	if slot == nil {
-		return false
+		return sessionClosing
 	}
 	defer func() { <-slot }()
 	sctx, cancel := context.WithTimeout(ctx, sessionTimeout)
 	defer cancel()
 	if s.host.Network().Connectedness(p) != network.Connected {
-		return true
+		return sessionDone
 	}
 	if interest && s.cfg.Interest != nil {
 		s.fetchInterest(sctx, p)
 	}
-	_, _ = s.syncWith(sctx, p, true)
-	return ctx.Err() == nil
+	_, err := s.syncWith(sctx, p, true)
+	switch {
+	case ctx.Err() != nil:
+		return sessionClosing
+	case err != nil:
+		return sessionFailed
+	}
+	return sessionDone
 }

@@ -2,6 +2,8 @@ package swarm
 
 import (
 	"context"
+	"maps"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -37,9 +39,9 @@ func TestSchedule_CatchUpWithinASecondOfConnection(t *testing.T) {
 		s := &Swarm{host: h, log: storetest.Logger(t, 8), cfg: Config{SyncInterval: time.Hour},
 			connCh: make(chan peer.ID, 2), joinCh: make(chan peer.ID, 1),
 			cascadeCh: make(chan peer.ID, 1), resyncCh: make(chan struct{}, 1)}
-		s.sessionRun = func(_ context.Context, _ slots, p peer.ID, interest bool) bool {
+		s.sessionRun = func(_ context.Context, _ slots, p peer.ID, interest bool) sessionEnd {
 			sessions <- session{p: p, interest: interest}
-			return true
+			return sessionDone
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		stopped := make(chan struct{})
@@ -63,6 +65,54 @@ func TestSchedule_CatchUpWithinASecondOfConnection(t *testing.T) {
 		}
 		if !got[0].interest {
 			t.Error("the connection's session has no interest fetch")
+		}
+	})
+}
+
+// A re-run (inflight.go: a session that left claims to others, run again
+// once they ended) that fails is tried again, a bounded number of times;
+// one that succeeds is not repeated, and an ordinary session that fails
+// waits for the periodic round as before. In virtual time.
+func TestSchedule_FailedRerunIsRetried(t *testing.T) {
+	mn := mocknet.New()
+	t.Cleanup(func() { _ = mn.Close() })
+	h, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing, once, plain := peer.ID("\xfa"), peer.ID("\xfb"), peer.ID("\xfc")
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		sessions := map[peer.ID]int{}
+		s := &Swarm{host: h, log: storetest.Logger(t, 8), cfg: Config{SyncInterval: time.Hour},
+			connCh: make(chan peer.ID, 2), joinCh: make(chan peer.ID, 1),
+			cascadeCh: make(chan peer.ID, 1), resyncCh: make(chan struct{}, 1)}
+		s.sessionRun = func(_ context.Context, _ slots, p peer.ID, _ bool) sessionEnd {
+			mu.Lock()
+			defer mu.Unlock()
+			sessions[p]++
+			if p == failing || p == plain || (p == once && sessions[p] == 1) {
+				return sessionFailed
+			}
+			return sessionDone
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		stopped := make(chan struct{})
+		go func() { defer close(stopped); s.runSyncScheduler(ctx) }()
+		synctest.Wait()
+		reg := s.flights()
+		reg.mu.Lock()
+		reg.makeReady(failing)
+		reg.makeReady(once)
+		reg.mu.Unlock()
+		s.connCh <- plain
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		cancel()
+		<-stopped
+		want := map[peer.ID]int{failing: 1 + rerunRetries, once: 2, plain: 1}
+		if !maps.Equal(sessions, want) {
+			t.Fatalf("sessions per peer: %v; want %v (a failed re-run tried again %d times, no more)", sessions, want, rerunRetries)
 		}
 	})
 }

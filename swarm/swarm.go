@@ -167,7 +167,7 @@ type Swarm struct {
 	foundDial func(context.Context, peer.AddrInfo) error
 	// sessionRun, when set before Open, runs the sessions the scheduler
 	// starts instead of runSession (tests: when they start, not what they do).
-	sessionRun func(ctx context.Context, sem slots, p peer.ID, interest bool) bool
+	sessionRun func(ctx context.Context, sem slots, p peer.ID, interest bool) sessionEnd
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
