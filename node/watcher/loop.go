@@ -129,8 +129,11 @@ func (w *Watcher) flush(ctx context.Context, pending map[string]pend) {
 	// open (the kernel keeps the directory until the handle is closed):
 	// one stat per flush notices it after the events of what was in it.
 	if !w.rootLost.Load() {
-		if _, err := os.Stat(w.rootAbs); err != nil {
+		fi, err := os.Stat(w.rootAbs)
+		if err != nil {
 			w.requestRescan() // the scanner's checkRoot reports it
+		} else if cur, err := w.rootFS().Stat("."); err != nil || !os.SameFile(cur, fi) {
+			w.requestRescan() // deleted and made again: checkRoot reopens it
 		}
 	}
 	var due []string

@@ -72,3 +72,26 @@ func TestRootDeletedAndRecreated(t *testing.T) {
 		t.Errorf("rows:\n%s", d)
 	}
 }
+
+// TestRootRemadeWithinDebounce: rm -rf root && mkdir root (a library
+// rebuilt in place) faster than one debounce: the path is there again at
+// the flush, but it is another directory; the watcher must reopen and
+// watch it, not keep the deleted one's handle (files put in the new root
+// would wait for the periodic rescan, off here).
+func TestRootRemadeWithinDebounce(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "media")
+	writeFile(t, root, "a.bin", []byte("alpha"), at(1))
+	st := newMemStore()
+	open(t, root, st)
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := writeFile(t, root, "new.bin", []byte("new"), at(2))
+	waitFor(t, "new.bin in the remade root", func() bool { _, ok := st.row(p); return ok })
+	q := writeFile(t, root, "live/later.bin", []byte("later"), at(3))
+	waitFor(t, "a live change in the remade root", func() bool { _, ok := st.row(q); return ok })
+}
