@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -141,8 +142,9 @@ func (s *Server) resolveUnderRoot(p string) (string, error) {
 }
 
 // openUnderRoot opens the regular file p only if it lies under the files
-// root once symlinks are resolved. It opens through os.Root, so a path
-// swapped for a symlink after the check still cannot escape.
+// root once symlinks are resolved, and not through any. It opens through
+// os.Root, so a path swapped for a symlink after the check still cannot
+// escape.
 func (s *Server) openUnderRoot(p string) (*os.File, os.FileInfo, error) {
 	rel, err := s.resolveUnderRoot(p)
 	if errors.Is(err, errUnresolvable) {
@@ -151,11 +153,25 @@ func (s *Server) openUnderRoot(p string) (*os.File, os.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// Never through a link, even one that stays inside the root: the row
+	// names the file at its own path (docs/watcher.md), so the resolved
+	// path must be that path, and the file opened the one looked at.
+	abs, err := filepath.Abs(s.cfg.FilesRoot)
+	if err != nil {
+		return nil, nil, fmt.Errorf("files root: %w", err)
+	}
+	if lex, err := filepath.Rel(abs, filepath.Clean(p)); err != nil || lex != rel {
+		return nil, nil, fmt.Errorf("%w: %s goes through a symlink", store.ErrNotFound, p)
+	}
 	root, err := os.OpenRoot(s.cfg.FilesRoot)
 	if err != nil {
 		return nil, nil, fmt.Errorf("files root: %w", err)
 	}
 	defer root.Close()
+	li, err := root.Lstat(rel)
+	if err != nil {
+		return nil, nil, err
+	}
 	// Non-blocking: opening a FIFO swapped in for the file would otherwise
 	// wait for a writer; a regular file reads the same either way.
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
@@ -167,7 +183,7 @@ func (s *Server) openUnderRoot(p string) (*os.File, os.FileInfo, error) {
 		f.Close()
 		return nil, nil, err
 	}
-	if !info.Mode().IsRegular() {
+	if !info.Mode().IsRegular() || !os.SameFile(li, info) {
 		f.Close()
 		return nil, nil, fmt.Errorf("%w: %s is not a regular file", store.ErrNotFound, p)
 	}
@@ -176,7 +192,7 @@ func (s *Server) openUnderRoot(p string) (*os.File, os.FileInfo, error) {
 
 func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) error {
 	cid := r.PathValue("cid")
-	lf, err := s.cfg.Store.LocalFileForCID(r.Context(), cid)
+	lf, err := s.localFile(r.Context(), cid)
 	if err != nil {
 		return missError(cid, cidOnly, err, SlugUnknownCID)
 	}
@@ -195,7 +211,13 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) error {
 	if ct := mime.TypeByExtension(filepath.Ext(info.Name())); ct != "" {
 		w.Header().Set("Content-Type", ct)
 	}
-	cw := &contentWriter{ResponseWriter: w, size: info.Size(), zeroSuffix: hasZeroSuffix(r.Header.Get("Range"))}
+	// A Range of zero suffixes only is refused (416); other specs beside
+	// them are served (RFC 9110: satisfiable when any spec is).
+	rest, dropped := dropZeroSuffixes(r.Header.Get("Range"))
+	if dropped && rest != "" {
+		r.Header.Set("Range", rest)
+	}
+	cw := &contentWriter{ResponseWriter: w, size: info.Size(), zeroSuffix: dropped && rest == ""}
 	http.ServeContent(cw, r, info.Name(), info.ModTime(), f)
 	if cw.failed != 0 { // a 416 or 412: answer it like every other error
 		return errorf(cw.failed, "%s", strings.TrimSpace(string(cw.msg)))
@@ -203,27 +225,40 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// hasZeroSuffix reports whether a bytes= Range header has a range spec
-// "-0" (a suffix of zero bytes; "-000" and "- 0" too: it is parsed as
-// http.ServeContent parses it). RFC 9110 §14.1.2 makes it unsatisfiable, but ServeContent
-// answers 206 with "Content-Range: bytes <size>-<size-1>/<size>", which is
-// invalid (golang/go#81262; review s9 ops #6).
-func hasZeroSuffix(h string) bool {
+// dropZeroSuffixes takes the range specs "-0" (a suffix of zero bytes;
+// "-000" and "- 0" too: parsed as http.ServeContent parses them) out of a
+// bytes= Range header. RFC 9110 §14.1.2 makes such a spec unsatisfiable,
+// but ServeContent answers it with 206 and "Content-Range: bytes
+// <size>-<size-1>/<size>", which is invalid (golang/go#81262; review s9
+// ops #6). rest is the header without them (bytes=… , "" when no spec is
+// left); dropped says whether there was one.
+func dropZeroSuffixes(h string) (rest string, dropped bool) {
 	specs, ok := strings.CutPrefix(h, "bytes=")
 	if !ok {
-		return false
+		return h, false
 	}
+	var keep []string
 	for spec := range strings.SplitSeq(specs, ",") {
+		if textproto.TrimString(spec) == "" {
+			continue // ServeContent skips empty specs too
+		}
 		start, end, ok := strings.Cut(textproto.TrimString(spec), "-")
-		if !ok || textproto.TrimString(start) != "" {
-			continue
+		if ok && textproto.TrimString(start) == "" {
+			end = textproto.TrimString(end)
+			if n, err := strconv.ParseInt(end, 10, 64); err == nil && n == 0 && end != "" && end[0] != '-' {
+				dropped = true
+				continue
+			}
 		}
-		end = textproto.TrimString(end)
-		if n, err := strconv.ParseInt(end, 10, 64); err == nil && n == 0 && end != "" && end[0] != '-' {
-			return true
-		}
+		keep = append(keep, spec)
 	}
-	return false
+	if !dropped {
+		return h, false
+	}
+	if len(keep) == 0 {
+		return "", true
+	}
+	return "bytes=" + strings.Join(keep, ","), true
 }
 
 // contentWriter passes http.ServeContent's answers through except its
@@ -234,7 +269,7 @@ func hasZeroSuffix(h string) bool {
 type contentWriter struct {
 	http.ResponseWriter
 	size       int64 // of the file served
-	zeroSuffix bool  // the Range header has a "-0" spec (hasZeroSuffix)
+	zeroSuffix bool  // the Range header has only "-0" specs (dropZeroSuffixes)
 	failed     int   // the refused status, 0 while all is well
 	msg        []byte
 	msgDone    bool // msg is ours: ServeContent's writes are not a message
@@ -284,29 +319,32 @@ func (w *contentWriter) ReadFrom(src io.Reader) (int64, error) {
 func (w *contentWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) error {
-	cid := r.PathValue("cid")
-	lf, err := s.cfg.Store.LocalFileForCID(r.Context(), cid)
+	lf, err := s.localFile(r.Context(), r.PathValue("cid"))
 	if err == nil {
 		return s.writeFileInfo(w, lf)
 	}
 	if !isNotFound(err) {
 		return err
 	}
-	// 200 even when absent (http-api.md), so a cid in another form (base58,
-	// upper case) is answered as its canonical form, which is what the
-	// store holds: never a false exists:false, never a 400. Anything else
-	// not found (not a cid at all included) is absent.
+	return writeJSON(w, http.StatusOK, FileInfo{}) // 200 even when absent (http-api.md)
+}
+
+// localFile finds the local file of cid, also in another form of the
+// same cid (base58, upper case), as the canonical form the store holds:
+// info must never say a false exists:false, and /file serves what info
+// says exists. Anything else not found (not a cid at all included) is
+// store.ErrNotFound.
+func (s *Server) localFile(ctx context.Context, cid string) (store.LocalFile, error) {
+	lf, err := s.cfg.Store.LocalFileForCID(ctx, cid)
+	if err == nil || !isNotFound(err) {
+		return lf, err
+	}
 	if c, derr := gocid.Decode(cid); derr == nil {
 		if canon := c.String(); canon != cid {
-			if lf, err = s.cfg.Store.LocalFileForCID(r.Context(), canon); err == nil {
-				return s.writeFileInfo(w, lf)
-			}
-			if !isNotFound(err) {
-				return err
-			}
+			return s.cfg.Store.LocalFileForCID(ctx, canon)
 		}
 	}
-	return writeJSON(w, http.StatusOK, FileInfo{})
+	return lf, err
 }
 
 func (s *Server) writeFileInfo(w http.ResponseWriter, lf store.LocalFile) error {

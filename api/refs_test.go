@@ -39,7 +39,8 @@ func otherForms(t testing.TB, s string) []string {
 // s9 store #4: it was a 400 bad_cid, and consumers read 404 as "not
 // known"), whose message says how to write it; before that, the routes
 // answered "not found" with no hint for content the node holds. The info
-// route, 200 by contract, answers for the canonical form instead.
+// route, 200 by contract, answers for the canonical form instead, and
+// /file/{cid} serves what info says exists (TestFileServing_OtherCIDForm).
 func TestReadRoutes_NonCanonicalCID(t *testing.T) {
 	e := newEnv(t)
 	writeFile(t, filepath.Join(e.root, "plugin/a.txt"), "hello world content\n")
@@ -53,7 +54,7 @@ func TestReadRoutes_NonCanonicalCID(t *testing.T) {
 	}
 	routes := map[string]string{"/api/meta/%s": "unknown_cid", "/api/meta/%s?remote=1": "unknown_cid", "/api/meta/%s/claims": "unknown_cid",
 		"/meta/%s": "unknown_root", "/meta/%s/title": "unknown_root", "/api/metadata/%s": "unknown_root",
-		"/api/metadata/%s/claims": "unknown_root", "/file/%s": "unknown_cid"}
+		"/api/metadata/%s/claims": "unknown_root"}
 	for _, form := range otherForms(t, c) {
 		for r, slug := range routes {
 			p := strings.Replace(r, "%s", form, 1)
