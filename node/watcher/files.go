@@ -150,7 +150,7 @@ func (w *Watcher) hashFile(rel string) (hashedFile, error) {
 	}
 	w.hashed.Add(1)
 	w.hashedBytes.Add(min(st.Size(), midhashSample))
-	return hashedFile{fileStat{rel, st.Size(), st.ModTime().UnixNano()}, cid}, nil
+	return hashedFile{fileStat{rel: rel, size: st.Size(), mtime: st.ModTime().UnixNano(), id: idOf(st)}, cid}, nil
 }
 
 // hashAll hashes files on at most HashWorkers goroutines. Files that

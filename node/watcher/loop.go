@@ -77,7 +77,21 @@ type pend struct {
 	// so a moved file or directory vanishes before its new name is seen:
 	// the kernel may report a directory's own move after its new name.
 	removed bool
+	// What happened to the name since it was last looked at: renamed away,
+	// unlinked, made anew. They tell a move (its inode lives on, a file
+	// with it is this one) from a delete (its inode may be reused at once
+	// by another file), and whether a file there now is still the one its
+	// row describes.
+	renamed, unlinked, created bool
 }
+
+// moved reports whether a vanished path's file was moved, not deleted or
+// replaced first.
+func (p pend) moved() bool { return p.renamed && !p.unlinked && !p.created }
+
+// relinked reports whether the name was removed or renamed away: a file
+// there now is another directory entry, whatever its size, mtime or inode.
+func (p pend) relinked() bool { return p.renamed || p.unlinked }
 
 // note records one event. A new directory is not watched here but when its
 // flush lists it, after the watches of whatever vanished were dropped: a
@@ -102,9 +116,13 @@ func (w *Watcher) note(ev fsnotify.Event, pending map[string]pend) {
 	if ignoredRel(rel) {
 		return
 	}
+	prev := pending[rel]
 	pending[rel] = pend{
 		deadline: time.Now().Add(w.cfg.Debounce),
 		removed:  ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename),
+		renamed:  prev.renamed || ev.Has(fsnotify.Rename),
+		unlinked: prev.unlinked || ev.Has(fsnotify.Remove),
+		created:  prev.created || ev.Has(fsnotify.Create),
 	}
 }
 
@@ -137,16 +155,19 @@ func (w *Watcher) flush(ctx context.Context, pending map[string]pend) {
 		}
 	}
 	var due []string
+	what := map[string]pend{}
 	for rel, p := range pending {
 		if !p.deadline.After(now) {
 			due = append(due, rel)
-			delete(pending, rel)
 		} else if p.removed {
 			if _, err := w.lstat(rel); gone(err) {
 				due = append(due, rel)
-				delete(pending, rel)
 			}
 		}
+	}
+	for _, rel := range due {
+		what[rel] = pending[rel]
+		delete(pending, rel)
 	}
 	slices.Sort(due)
 
@@ -162,7 +183,8 @@ func (w *Watcher) flush(ctx context.Context, pending map[string]pend) {
 		case fi.IsDir():
 			dirs = append(dirs, rel)
 		case fi.Mode().IsRegular():
-			files = append(files, fileStat{rel, fi.Size(), fi.ModTime().UnixNano()})
+			files = append(files, fileStat{rel: rel, size: fi.Size(), mtime: fi.ModTime().UnixNano(),
+				id: idOf(fi), relinked: what[rel].relinked()})
 		default:
 			// A symlink or special file now: its row, if any, must go.
 			w.log.Debug("skip non-regular file", "path", rel, "mode", fi.Mode().Type())
@@ -170,14 +192,21 @@ func (w *Watcher) flush(ctx context.Context, pending map[string]pend) {
 		}
 	}
 
+	// Each path vanishes as its own events say (moved or deleted), then
+	// what was below a vanished directory as the directory's say.
 	hold := now.Add(w.cfg.Debounce)
+	var goneDirs []string
 	for _, rel := range missing {
-		wasDir := w.dropWatches(rel)
-		w.mu.Lock()
-		w.view.vanish(rel, hold)
-		if wasDir {
-			w.view.vanishUnder(rel, hold)
+		if w.dropWatches(rel) {
+			goneDirs = append(goneDirs, rel)
 		}
+		w.mu.Lock()
+		w.view.vanish(rel, hold, what[rel].moved())
+		w.mu.Unlock()
+	}
+	for _, d := range slices.Backward(goneDirs) { // the nearest directory's events win
+		w.mu.Lock()
+		w.view.vanishUnder(d, hold, what[d].moved())
 		w.mu.Unlock()
 	}
 	// A new tree shows up as events for the directory and for what is in

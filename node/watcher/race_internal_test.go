@@ -42,7 +42,11 @@ func writeAt(t *testing.T, root, rel, data string, i int) fileStat {
 	if err := os.Chtimes(p, mt, mt); err != nil {
 		t.Fatal(err)
 	}
-	return fileStat{rel, int64(len(data)), mt.UnixNano()}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fileStat{rel: rel, size: int64(len(data)), mtime: mt.UnixNano(), id: idOf(fi)}
 }
 
 // scanFirstHalf lists and hashes files as a scan's settle does before it
@@ -118,7 +122,7 @@ func TestSettle_DeletedWhileHashedStaysDeleted(t *testing.T) {
 	}
 	now := time.Now()
 	w.mu.Lock()
-	w.view.vanish("a.mkv", now) // the event loop's flush: held for a rename, due now
+	w.view.vanish("a.mkv", now, false) // the event loop's flush: held for a rename, due now
 	w.mu.Unlock()
 	scanSecondHalf(t, w, hashed, tk)
 	if err := w.expireGone(ctx, now.Add(time.Second)); err != nil {

@@ -66,7 +66,7 @@ func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, st
 		}
 		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, err)
 	}
-	e = entry{h.cid, h.size, h.mtime}
+	e = entry{h.cid, h.size, h.mtime, h.id}
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -92,7 +92,7 @@ func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, st
 	case wasGone:
 		prev, known, op = g.entry, true, store.FileChange
 	}
-	if known && prev == e {
+	if known && prev.sameRow(e) {
 		// The event loop got there first (or it came back unchanged).
 		w.view.known[clean] = e
 		rid, err := w.cfg.Store.Resolve(ctx, e.cid)
@@ -103,7 +103,7 @@ func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, st
 			return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, err)
 		}
 	}
-	res, err := w.commitLocked(ctx, []store.FileUpdate{w.fileUpdate(op, clean, e)})
+	res, err := w.commitLocked(ctx, []update{w.fileUpdate(op, clean, e)})
 	if err != nil {
 		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, err)
 	}
@@ -127,7 +127,7 @@ func (w *Watcher) registrable(rel string) (fileStat, error) {
 	case !fi.Mode().IsRegular():
 		return fileStat{}, fmt.Errorf("%w: %w", store.ErrBadPath, errNotRegular)
 	}
-	return fileStat{rel, fi.Size(), fi.ModTime().UnixNano()}, nil
+	return fileStat{rel: rel, size: fi.Size(), mtime: fi.ModTime().UnixNano(), id: idOf(fi)}, nil
 }
 
 // cleanRel checks that rel stays inside the root and names a file the

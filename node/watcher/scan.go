@@ -109,10 +109,11 @@ func (w *Watcher) scan(ctx context.Context, kind string) (err error) {
 		seen[f.rel] = struct{}{}
 		p.seenOne()
 		w.mu.Lock()
-		e, known := w.view.known[f.rel]
+		_, known := w.view.known[f.rel]
+		unchanged := known && w.view.unchanged(f) // a row from the store learns its inode
 		w.mu.Unlock()
 		switch {
-		case known && e.same(f):
+		case unchanged:
 			return nil
 		case !known && keys[f.key()] > 0:
 			deferred = append(deferred, f)
@@ -149,8 +150,11 @@ func (w *Watcher) scan(ctx context.Context, kind string) (err error) {
 }
 
 // sweep ends a scan: known files the walk did not see (and that are really
-// gone now) vanish, deferred new files pair with them as renames, the rest
-// of the vanished are deleted and the unpaired deferred files hashed.
+// gone now) vanish, the deferred new files are hashed and those with a
+// vanished file's cid become its rename, then the rest of the vanished are
+// deleted. No event says how these files vanished (the node was down, or
+// events were lost) and a deleted file's inode may already be another
+// file's, so only the cid pairs them: one midhash read per file moved.
 func (w *Watcher) sweep(ctx context.Context, seen map[string]struct{}, unreadable []string, deferred []fileStat, p *progress) error {
 	w.mu.Lock()
 	t := w.view.ticket() // what the event loop decides after this is newer
@@ -182,25 +186,44 @@ func (w *Watcher) sweep(ctx context.Context, seen map[string]struct{}, unreadabl
 	}
 	p.vanished = len(vanished)
 
+	// Held until the deferred files are hashed: the event loop must not
+	// delete them meanwhile, and may pair them itself (then they are no
+	// longer gone here).
 	now := time.Now()
 	w.mu.Lock()
 	vanished = slices.DeleteFunc(vanished, func(rel string) bool { return w.view.stale(rel, t) })
 	for _, rel := range vanished {
-		w.view.vanish(rel, now)
+		w.view.vanish(rel, now, false)
+		if g, ok := w.view.gone[rel]; ok {
+			g.held = true
+			w.view.gone[rel] = g
+		}
 	}
-	ups, need := w.classifyLocked(deferred, t)
-	ups = append(ups, w.deletesLocked(vanished)...)
-	_, err := w.commitLocked(ctx, ups)
 	w.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	for chunk := range slices.Chunk(need, hashBatch) {
+	defer w.release(vanished) // on an early return: they expire as the event loop's do
+
+	for chunk := range slices.Chunk(deferred, hashBatch) {
 		if err := w.settle(ctx, chunk, p); err != nil {
 			return err
 		}
 	}
-	return nil
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, err := w.commitLocked(ctx, w.deletesLocked(vanished))
+	return err
+}
+
+// release lets the sweep's vanished files that are still held expire now.
+func (w *Watcher) release(rels []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	for _, rel := range rels {
+		if g, ok := w.view.gone[rel]; ok && g.held {
+			g.held, g.due = false, now
+			w.view.gone[rel] = g
+		}
+	}
 }
 
 // under reports whether rel lies below one of dirs.
@@ -253,23 +276,23 @@ func (w *Watcher) load(ctx context.Context) error {
 			stray = append(stray, r.Path)
 			continue
 		}
-		w.view.known[rel] = entry{r.CID, r.Size, r.MtimeNano}
+		w.view.known[rel] = entry{cid: r.CID, size: r.Size, mtime: r.MtimeNano} // the inode is learned by the scan
 	}
 	if len(stray) == 0 {
 		return nil
 	}
-	var ups []store.FileUpdate
+	var ups []update
 	if len(w.view.known) == 0 {
 		w.log.Warn("no local file is under the files root; resetting local files", "rows", len(stray))
-		ups = []store.FileUpdate{{Op: store.FileReset}}
+		ups = []update{{FileUpdate: store.FileUpdate{Op: store.FileReset}}}
 	} else {
 		w.log.Warn("deleting local files outside the files root", "rows", len(stray))
 		for _, p := range stray {
-			ups = append(ups, store.FileUpdate{
+			ups = append(ups, update{FileUpdate: store.FileUpdate{
 				Op:        store.FileDelete,
 				File:      store.LocalFile{Path: p},
 				EventPath: filepath.ToSlash(p),
-			})
+			}})
 		}
 	}
 	_, err = w.commitLocked(ctx, ups)
@@ -315,7 +338,7 @@ func (w *Watcher) walk(ctx context.Context, dir string, file func(fileStat) erro
 				if err != nil {
 					continue // removed since the listing
 				}
-				if err := file(fileStat{rel, fi.Size(), fi.ModTime().UnixNano()}); err != nil {
+				if err := file(fileStat{rel: rel, size: fi.Size(), mtime: fi.ModTime().UnixNano(), id: idOf(fi)}); err != nil {
 					return unreadable, err
 				}
 			}

@@ -10,44 +10,83 @@ import (
 	"github.com/metanode/metanode/store"
 )
 
+// fileID is a file's device and inode (zero: unknown). Only the view keeps
+// it, never the store: an inode means nothing after a restore or a restart
+// on another filesystem.
+type fileID struct{ dev, ino uint64 }
+
+func (i fileID) known() bool { return i != fileID{} }
+
 // fileStat is what a directory listing or lstat says about a regular file.
 // rel is relative to the root, with "/" separators.
 type fileStat struct {
 	rel   string
 	size  int64
 	mtime int64 // nanoseconds
+	id    fileID
+	// relinked: an event said the name was removed or renamed away since
+	// it was last looked at, so what is there now is another directory
+	// entry, possibly another file on a freed inode reused at once (ext4
+	// does): its size, mtime and inode prove nothing, it is hashed.
+	relinked bool
 }
 
 func (f fileStat) key() statKey { return statKey{f.size, f.mtime} }
 
-// hashedFile is a fileStat with its midhash256, size and mtime as read from
-// the open file.
+// hashedFile is a fileStat with its midhash256, size, mtime and inode as
+// read from the open file.
 type hashedFile struct {
 	fileStat
 	cid string
 }
 
-// entry is the watcher's copy of one local_file row.
+// entry is the watcher's copy of one local_file row, plus the file's
+// inode when the view has seen it (rows loaded from the store learn it
+// when the scan finds them unchanged).
 type entry struct {
 	cid   string
 	size  int64
 	mtime int64
+	id    fileID
 }
 
 func (e entry) key() statKey { return statKey{e.size, e.mtime} }
 
 // same reports whether f looks unchanged since e was hashed: the rule that
-// saves re-hashing.
-func (e entry) same(f fileStat) bool { return e.size == f.size && e.mtime == f.mtime }
+// saves re-hashing. Same size and mtime, and the same inode when both are
+// known: a file replaced by another (cp -p, tar x, rsync -t) keeps size
+// and mtime but not the inode.
+func (e entry) same(f fileStat) bool {
+	return e.size == f.size && e.mtime == f.mtime && !f.relinked &&
+		(!e.id.known() || !f.id.known() || e.id == f.id)
+}
 
-// statKey pairs a vanished file with a new one: a move keeps size and mtime.
+// sameRow reports whether two entries make the same row (the inode is the
+// view's own).
+func (e entry) sameRow(o entry) bool { return e.cid == o.cid && e.size == o.size && e.mtime == o.mtime }
+
+// statKey indexes vanished files by what a move keeps: size and mtime.
 type statKey struct{ size, mtime int64 }
 
-// vanished is a known file that disappeared; it waits until due for a new
-// file with the same size and mtime before it is deleted.
+// vanished is a known file that disappeared; it waits until due for the
+// file it was moved to before it is deleted.
 type vanished struct {
 	entry
 	due time.Time
+	// moved: an event said its name was renamed away, and none that it was
+	// deleted or made anew, so its inode lives on elsewhere and a file with
+	// that inode (and size and mtime) is this one, moved. A deleted file's
+	// inode may be reused at once by another file.
+	moved bool
+	// held: vanished in a scan's sweep, which deletes it itself once the
+	// new files that may be its move are hashed; it does not expire.
+	held bool
+}
+
+// movedTo reports whether f is this vanished file itself, moved (or moved
+// back): no hashing needed.
+func (g vanished) movedTo(f fileStat) bool {
+	return g.moved && g.id.known() && g.id == f.id && g.size == f.size && g.mtime == f.mtime && !f.relinked
 }
 
 // view is the watcher's copy of the rows under the root. Guarded by
@@ -110,8 +149,9 @@ func (v *view) done(t uint64) {
 // undo a newer one.
 func (v *view) stale(rel string, t uint64) bool { return v.decided[rel] > t }
 
-// vanish moves a known file to gone.
-func (v *view) vanish(rel string, due time.Time) {
+// vanish moves a known file to gone; moved says an event showed its name
+// renamed away (see vanished.moved).
+func (v *view) vanish(rel string, due time.Time, moved bool) {
 	e, ok := v.known[rel]
 	if !ok {
 		return
@@ -119,18 +159,33 @@ func (v *view) vanish(rel string, due time.Time) {
 	v.seq++
 	v.decided[rel] = v.seq // newer than any settle listed before
 	delete(v.known, rel)
-	v.gone[rel] = vanished{e, due}
+	v.gone[rel] = vanished{entry: e, due: due, moved: moved}
 	v.byKey[e.key()] = append(v.byKey[e.key()], rel)
 }
 
 // vanishUnder moves every known file below dir to gone.
-func (v *view) vanishUnder(dir string, due time.Time) {
+func (v *view) vanishUnder(dir string, due time.Time, moved bool) {
 	prefix := dir + "/"
 	for rel := range v.known {
 		if strings.HasPrefix(rel, prefix) {
-			v.vanish(rel, due)
+			v.vanish(rel, due, moved)
 		}
 	}
+}
+
+// unchanged reports whether f matches its row (entry.same); a row loaded
+// from the store then learns the file's inode, so its later move pairs
+// without hashing.
+func (v *view) unchanged(f fileStat) bool {
+	e, ok := v.known[f.rel]
+	if !ok || !e.same(f) {
+		return false
+	}
+	if !e.id.known() && f.id.known() {
+		e.id = f.id
+		v.known[f.rel] = e
+	}
+	return true
 }
 
 // unGone forgets a vanished file (it came back, or was paired or deleted).
@@ -150,14 +205,35 @@ func (v *view) unGone(rel string) (vanished, bool) {
 	return g, true
 }
 
-// partner finds the vanished file a new file was moved from: same size and
-// mtime, preferring the same base name. ok is false when there is none.
-func (v *view) partner(f fileStat) (string, bool) {
-	rels := v.byKey[f.key()]
+// movedFrom finds the vanished file that f is, moved: the same inode,
+// size and mtime, its name renamed away. ok is false when there is none;
+// f must then be hashed to tell.
+func (v *view) movedFrom(f fileStat) (string, bool) {
+	if !f.id.known() {
+		return "", false
+	}
+	for _, r := range v.byKey[f.key()] {
+		if v.gone[r].movedTo(f) {
+			return r, true
+		}
+	}
+	return "", false
+}
+
+// sameContent finds the vanished file a hashed file was moved from: same
+// size, mtime and cid, preferring the same base name; one that vanished
+// after ticket t is left to the settle that saw it vanish.
+func (v *view) sameContent(h hashedFile, t uint64) (string, bool) {
+	var rels []string
+	for _, r := range v.byKey[h.key()] {
+		if v.gone[r].cid == h.cid && !v.stale(r, t) {
+			rels = append(rels, r)
+		}
+	}
 	if len(rels) == 0 {
 		return "", false
 	}
-	base := baseName(f.rel)
+	base := baseName(h.rel)
 	for _, r := range rels {
 		if baseName(r) == base {
 			return r, true
@@ -167,24 +243,25 @@ func (v *view) partner(f fileStat) (string, bool) {
 }
 
 // classifyLocked sorts files present on disk into updates that need no
-// hashing (renames) and files that must be hashed. Unchanged files drop out.
-// Caller holds w.mu.
-func (w *Watcher) classifyLocked(files []fileStat, t uint64) (ups []store.FileUpdate, need []fileStat) {
+// hashing (moves of the same inode) and files that must be hashed.
+// Unchanged files drop out. Caller holds w.mu.
+func (w *Watcher) classifyLocked(files []fileStat, t uint64) (ups []update, need []fileStat) {
 	v := &w.view
 	for _, f := range files {
 		if v.stale(f.rel, t) {
 			continue // listed before the event loop's last look at it
 		}
 		v.decided[f.rel] = t
-		if e, ok := v.known[f.rel]; ok {
-			if !e.same(f) {
+		if _, ok := v.known[f.rel]; ok {
+			if !v.unchanged(f) {
 				need = append(need, f)
 			}
 			continue
 		}
 		if g, ok := v.gone[f.rel]; ok {
-			// Back at the same path before its delete was sent.
-			if g.same(f) {
+			// Back at the same path before its delete was sent: the same
+			// file only if it is the same inode, moved away and back.
+			if g.movedTo(f) {
 				v.unGone(f.rel)
 				v.known[f.rel] = g.entry
 			} else {
@@ -192,7 +269,7 @@ func (w *Watcher) classifyLocked(files []fileStat, t uint64) (ups []store.FileUp
 			}
 			continue
 		}
-		if old, ok := v.partner(f); ok {
+		if old, ok := v.movedFrom(f); ok {
 			g, _ := v.unGone(old)
 			v.decided[old] = t
 			ups = append(ups, w.renameUpdate(old, f.rel, g.entry))
@@ -200,6 +277,7 @@ func (w *Watcher) classifyLocked(files []fileStat, t uint64) (ups []store.FileUp
 		}
 		if h, ok := v.hint[f.rel]; ok && h.same(f) {
 			delete(v.hint, f.rel)
+			h.id = f.id
 			ups = append(ups, w.fileUpdate(store.FileAdd, f.rel, h))
 			continue
 		}
@@ -210,31 +288,34 @@ func (w *Watcher) classifyLocked(files []fileStat, t uint64) (ups []store.FileUp
 
 // decideLocked turns hashed files into add/change/rename updates, dropping
 // those that turn out to be unchanged. Caller holds w.mu.
-func (w *Watcher) decideLocked(files []hashedFile, t uint64) []store.FileUpdate {
+func (w *Watcher) decideLocked(files []hashedFile, t uint64) []update {
 	v := &w.view
-	var ups []store.FileUpdate
+	var ups []update
 	for _, h := range files {
 		if v.stale(h.rel, t) {
 			continue // the file changed or vanished again while this was hashed
 		}
-		e := entry{h.cid, h.size, h.mtime}
+		e := entry{h.cid, h.size, h.mtime, h.id}
 		if k, ok := v.known[h.rel]; ok {
-			if k != e {
+			if k.sameRow(e) {
+				v.known[h.rel] = e // same row; the inode may be new
+			} else {
 				ups = append(ups, w.fileUpdate(store.FileChange, h.rel, e))
 			}
 			continue
 		}
 		if g, ok := v.unGone(h.rel); ok {
-			if g.entry == e {
+			if g.sameRow(e) {
 				v.known[h.rel] = e
 			} else {
 				ups = append(ups, w.fileUpdate(store.FileChange, h.rel, e))
 			}
 			continue
 		}
-		// It may have been moved from a path that vanished while it was
-		// being hashed; the same cid makes that certain.
-		if old, ok := v.partner(h.fileStat); ok && v.gone[old].cid == h.cid && !v.stale(old, t) {
+		// Moved from a path that vanished, as its cid says: a move the
+		// inode could not vouch for (the node was down, events were lost,
+		// or the old name's event was a delete).
+		if old, ok := v.sameContent(h, t); ok {
 			v.unGone(old)
 			ups = append(ups, w.renameUpdate(old, h.rel, e))
 			continue
@@ -292,7 +373,7 @@ func (w *Watcher) expireGone(ctx context.Context, now time.Time) error {
 	defer w.mu.Unlock()
 	var rels []string
 	for rel, g := range w.view.gone {
-		if !g.due.After(now) {
+		if !g.held && !g.due.After(now) {
 			rels = append(rels, rel)
 		}
 	}
@@ -301,41 +382,53 @@ func (w *Watcher) expireGone(ctx context.Context, now time.Time) error {
 }
 
 // deletesLocked forgets vanished files and returns their delete updates.
-func (w *Watcher) deletesLocked(rels []string) []store.FileUpdate {
+func (w *Watcher) deletesLocked(rels []string) []update {
 	slices.Sort(rels)
-	ups := make([]store.FileUpdate, 0, len(rels))
+	ups := make([]update, 0, len(rels))
 	for _, rel := range rels {
 		if _, ok := w.view.unGone(rel); ok {
-			ups = append(ups, store.FileUpdate{
+			ups = append(ups, update{FileUpdate: store.FileUpdate{
 				Op:        store.FileDelete,
 				File:      store.LocalFile{Path: w.absOf(rel)},
 				EventPath: rel,
-			})
+			}})
 		}
 	}
 	return ups
 }
 
-// nextGoneDue is the earliest due time among vanished files.
+// nextGoneDue is the earliest due time among vanished files (held ones
+// wait for their sweep, not a time).
 func (w *Watcher) nextGoneDue() (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var first time.Time
 	for _, g := range w.view.gone {
-		if first.IsZero() || g.due.Before(first) {
+		if !g.held && (first.IsZero() || g.due.Before(first)) {
 			first = g.due
 		}
 	}
 	return first, !first.IsZero()
 }
 
+// update is a store update and the file's inode, which the view keeps and
+// the store does not.
+type update struct {
+	store.FileUpdate
+	id fileID
+}
+
 // commitLocked applies updates in bounded transactions and, once the store
 // has them, records them in the view. On failure the view may no longer
 // match the store, so the next scan reloads it. Caller holds w.mu.
-func (w *Watcher) commitLocked(ctx context.Context, ups []store.FileUpdate) ([]store.FileResult, error) {
+func (w *Watcher) commitLocked(ctx context.Context, ups []update) ([]store.FileResult, error) {
 	var out []store.FileResult
 	for chunk := range slices.Chunk(ups, applyBatch) {
-		res, err := w.cfg.Store.ApplyFiles(ctx, chunk)
+		batch := make([]store.FileUpdate, len(chunk))
+		for i, u := range chunk {
+			batch[i] = u.FileUpdate
+		}
+		res, err := w.cfg.Store.ApplyFiles(ctx, batch)
 		if err != nil {
 			w.view.dirty = true
 			return out, fmt.Errorf("apply %d file updates: %w", len(chunk), err)
@@ -350,14 +443,14 @@ func (w *Watcher) commitLocked(ctx context.Context, ups []store.FileUpdate) ([]s
 }
 
 // record mirrors one applied update in the view.
-func (w *Watcher) record(u store.FileUpdate) {
+func (w *Watcher) record(u update) {
 	v := &w.view
 	switch u.Op {
 	case store.FileAdd, store.FileChange:
-		v.known[u.EventPath] = entry{u.File.CID, u.File.Size, u.File.MtimeNano}
+		v.known[u.EventPath] = entry{u.File.CID, u.File.Size, u.File.MtimeNano, u.id}
 	case store.FileRename:
 		delete(v.known, u.EventOld)
-		v.known[u.EventPath] = entry{u.File.CID, u.File.Size, u.File.MtimeNano}
+		v.known[u.EventPath] = entry{u.File.CID, u.File.Size, u.File.MtimeNano, u.id}
 	case store.FileDelete:
 		delete(v.known, u.EventPath)
 	case store.FileReset:
@@ -366,15 +459,15 @@ func (w *Watcher) record(u store.FileUpdate) {
 	w.log.Debug("file applied", "op", u.Op, "path", u.EventPath, "old", u.EventOld)
 }
 
-func (w *Watcher) fileUpdate(op store.FileOp, rel string, e entry) store.FileUpdate {
-	return store.FileUpdate{
+func (w *Watcher) fileUpdate(op store.FileOp, rel string, e entry) update {
+	return update{FileUpdate: store.FileUpdate{
 		Op:        op,
 		File:      store.LocalFile{Path: w.absOf(rel), CID: e.cid, Size: e.size, MtimeNano: e.mtime},
 		EventPath: rel,
-	}
+	}, id: e.id}
 }
 
-func (w *Watcher) renameUpdate(oldRel, rel string, e entry) store.FileUpdate {
+func (w *Watcher) renameUpdate(oldRel, rel string, e entry) update {
 	u := w.fileUpdate(store.FileRename, rel, e)
 	u.OldPath = w.absOf(oldRel)
 	u.EventOld = oldRel

@@ -1,0 +1,82 @@
+package watcher
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// TestClassify_Pairing pins which new file pairs with a vanished one
+// without hashing: only the same inode, size and mtime, with the old
+// name's events saying it was moved. A deleted file's inode can be reused
+// at once by another file (ext4 does), so the inode is not enough then;
+// and a row loaded from the store has none.
+func TestClassify_Pairing(t *testing.T) {
+	ino := fileID{dev: 1, ino: 42}
+	row := entry{cid: "bold", size: 8, mtime: 1, id: ino}
+	for _, c := range []struct {
+		name   string
+		gone   entry
+		moved  bool
+		f      fileStat
+		rename bool // paired unhashed; otherwise hashed
+	}{
+		{"moved", row, true, fileStat{rel: "b", size: 8, mtime: 1, id: ino}, true},
+		{"deleted, inode reused", row, false, fileStat{rel: "b", size: 8, mtime: 1, id: ino}, false},
+		{"moved, other inode", row, true, fileStat{rel: "b", size: 8, mtime: 1, id: fileID{1, 43}}, false},
+		{"moved, other mtime", row, true, fileStat{rel: "b", size: 8, mtime: 2, id: ino}, false},
+		{"row without inode", entry{cid: "bold", size: 8, mtime: 1}, true, fileStat{rel: "b", size: 8, mtime: 1, id: ino}, false},
+		{"file without inode", row, true, fileStat{rel: "b", size: 8, mtime: 1}, false},
+		{"moved back", row, true, fileStat{rel: "a", size: 8, mtime: 1, id: ino}, true},
+		{"deleted, made again", row, false, fileStat{rel: "a", size: 8, mtime: 1, id: ino}, false},
+		{"moved back, name relinked", row, true, fileStat{rel: "a", size: 8, mtime: 1, id: ino, relinked: true}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := New(Config{Root: "/r", Store: &rowStore{}, Logger: slog.New(slog.DiscardHandler)})
+			w.rootAbs = "/r"
+			w.view.known["a"] = c.gone
+			w.view.vanish("a", time.Now(), c.moved)
+			ups, need := w.classifyLocked([]fileStat{c.f}, w.view.ticket())
+			paired := len(need) == 0
+			if paired != c.rename {
+				t.Fatalf("paired without hashing: %v, want %v (updates %v)", paired, c.rename, ups)
+			}
+			if c.rename && c.f.rel != "a" && (len(ups) != 1 || ups[0].EventOld != "a" || ups[0].File.CID != "bold") {
+				t.Errorf("updates %+v, want one rename from a keeping its cid", ups)
+			}
+		})
+	}
+}
+
+// TestClassify_KnownPath pins when a file at a known path is taken as
+// unchanged (no hash): same size and mtime, the same inode when both are
+// known, and no event that removed the name meanwhile. A row loaded from
+// the store learns the inode then.
+func TestClassify_KnownPath(t *testing.T) {
+	ino := fileID{dev: 1, ino: 42}
+	for _, c := range []struct {
+		name      string
+		row       entry
+		f         fileStat
+		unchanged bool
+	}{
+		{"same", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: ino}, true},
+		{"other inode (renamed over)", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: fileID{1, 7}}, false},
+		{"name relinked, inode reused", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: ino, relinked: true}, false},
+		{"other size", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 9, mtime: 1, id: ino}, false},
+		{"row from the store", entry{"c", 8, 1, fileID{}}, fileStat{rel: "a", size: 8, mtime: 1, id: ino}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := New(Config{Root: "/r", Store: &rowStore{}, Logger: slog.New(slog.DiscardHandler)})
+			w.rootAbs = "/r"
+			w.view.known["a"] = c.row
+			ups, need := w.classifyLocked([]fileStat{c.f}, w.view.ticket())
+			if got := len(ups) == 0 && len(need) == 0; got != c.unchanged {
+				t.Fatalf("unchanged: %v, want %v", got, c.unchanged)
+			}
+			if c.unchanged && w.view.known["a"].id != c.f.id {
+				t.Errorf("row inode %v, want %v learned", w.view.known["a"].id, c.f.id)
+			}
+		})
+	}
+}
