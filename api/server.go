@@ -208,6 +208,10 @@ func (s *Server) urlLocked() string {
 // included), for embedding without Open.
 func (s *Server) Handler() http.Handler { return s }
 
+// ErrDrainCut is Close's error when requests still running after
+// ShutdownTimeout were cut (a slow upload, a long /file download).
+var ErrDrainCut = errors.New("close api: drain: requests still running after the shutdown timeout were cut")
+
 // Close stops accepting connections, ends SSE streams, and waits up to
 // ShutdownTimeout for in-flight requests before cutting them. A second call
 // returns ErrClosed.
@@ -225,7 +229,7 @@ func (s *Server) Close() error {
 	if srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		if err = srv.Shutdown(ctx); err != nil {
-			err = fmt.Errorf("close api: drain: %w", err)
+			err = fmt.Errorf("%w: %w", ErrDrainCut, err)
 			_ = srv.Close() // cut what did not finish in time
 		}
 		cancel()

@@ -108,8 +108,8 @@ func TestServer_CloseCutsStuckRequests(t *testing.T) {
 		posted <- err
 	}()
 	<-e.node.entered
-	if err := e.srv.Close(); err == nil {
-		t.Error("Close of a stuck request reported nothing")
+	if err := e.srv.Close(); !errors.Is(err, api.ErrDrainCut) {
+		t.Errorf("Close of a stuck request: %v, want api.ErrDrainCut", err)
 	}
 	close(e.node.gate)
 	if err := <-posted; err == nil {

@@ -245,6 +245,10 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 		// file where it should be: opening the data directory says so).
 	case required:
 		return c, layers, fmt.Errorf("config file: %w: check --config (or METANODE_CONFIG)", err)
+	case errors.Is(err, fs.ErrPermission):
+		// The file, or the directory holding it (a data directory of
+		// another user: the file may not even exist).
+		return c, layers, fmt.Errorf("config file: %w: run this as the user that owns %s, or fix its permissions, or give another --data", err, filepath.Dir(path))
 	default:
 		return c, layers, fmt.Errorf("config file: %w: make it readable or remove it", err)
 	}
@@ -318,6 +322,17 @@ func decodeYAML(c *Config, b []byte, path string, getenv func(string) string, la
 			return fmt.Errorf("config file %s: %w: %w (a ${VAR} inside [ ] or { } must be quoted: \"${VAR}\")", path, errYAMLSyntax, err)
 		}
 		return fmt.Errorf("config file %s: %w: %w", path, errYAMLSyntax, err)
+	}
+	if only == "" {
+		// One document: a second one's settings would be dropped unread.
+		var next yaml.Node
+		switch err := dec.Decode(&next); {
+		case errors.Is(err, io.EOF):
+		case err != nil:
+			return fmt.Errorf("config file %s: %w: %w", path, errYAMLSyntax, err)
+		case len(next.Content) > 0 && next.Content[0].Tag != "!!null":
+			return fmt.Errorf("config file %s line %d: a second YAML document (after ---): put every setting in one document", path, next.Content[0].Line)
+		}
 	}
 	if len(doc.Content) == 0 {
 		return nil

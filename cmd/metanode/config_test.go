@@ -435,3 +435,29 @@ func TestServeFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadConfig_OneDocument: a second YAML document (after "---") would be
+// dropped unread, its settings lost without a word (trust: open here):
+// it is refused, naming its line. A lone "---" or an empty second
+// document is harmless.
+func TestLoadConfig_OneDocument(t *testing.T) {
+	home := t.TempDir()
+	load := func(yml string) (Config, error) {
+		c, _, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": home}),
+			configPath: writeFile(t, home, "m.yml", yml)})
+		return c, err
+	}
+	for _, yml := range []string{"mdns: false\n---\ntrust: open\n", "mdns: false\n---\ntrust: [\n"} {
+		if _, err := load(yml); err == nil || !strings.Contains(err.Error(), "m.yml") {
+			t.Errorf("%q: err = %v, want an error naming the file", yml, err)
+		}
+	}
+	if _, err := load("mdns: false\n---\ntrust: open\n"); err == nil || !strings.Contains(err.Error(), "line 3") {
+		t.Errorf("second document: err = %v, want it to name line 3", err)
+	}
+	for _, yml := range []string{"---\ntrust: open\n", "trust: open\n---\n", "trust: open\n...\n"} {
+		if c, err := load(yml); err != nil || c.Trust != "open" {
+			t.Errorf("%q: trust %q, %v", yml, c.Trust, err)
+		}
+	}
+}

@@ -266,6 +266,9 @@ never overwrites a file. Give the key to a service that signs claims
 // badNodeKey says what to do about a node key that cannot be read: it is
 // the node's identity, so never a new one in its place.
 func badNodeKey(err error, path string) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("%w: run this as the user that owns the data directory %s, or give another --data", err, filepath.Dir(path))
+	}
 	return fmt.Errorf("%w: restore %s from your backup (docs/operations.md), or give another --data", err, path)
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/metanode/metanode/api"
 	"github.com/metanode/metanode/node"
 	"github.com/metanode/metanode/store"
 )
@@ -136,7 +137,12 @@ func (c *cli) runNode(ctx context.Context, cfg Config, layers configLayers, then
 		logger.Info("shutting down (signal again to exit at once)")
 	}
 	if cerr := n.Close(); cerr != nil && err == nil {
-		return fmt.Errorf("shut down: %w", cerr)
+		if !onlyDrainCut(cerr) {
+			return fmt.Errorf("shut down: %w", cerr)
+		}
+		// Clients that held a request past the drain were cut; the store
+		// and the swarm closed cleanly: still a graceful stop (exit 0).
+		logger.Warn("shut down: " + cerr.Error())
 	}
 	if err == nil {
 		logger.Info("stopped")
@@ -199,3 +205,18 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 }
 
 func storeTrust(s string) store.TrustMode { return store.TrustMode(s) }
+
+// onlyDrainCut: every error of a node's Close is the api's cut of requests
+// still running after its drain (nothing else failed to close).
+func onlyDrainCut(err error) bool {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		if !errors.Is(e, api.ErrDrainCut) {
+			return false
+		}
+	}
+	return len(errs) > 0
+}

@@ -102,3 +102,41 @@ func TestE2E_SignalTwiceAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestE2E_OneSignalWithSlowClientExitsZero: one SIGTERM while a client
+// holds a request open past the api's drain (a slow upload here; a slow
+// /file download does the same) is still a clean stop: the request is
+// cut, serve says so at WARN and exits 0 (cli.md: graceful, exits 0), so
+// systemd neither marks the unit failed nor restarts it (Restart=on-failure).
+func TestE2E_OneSignalWithSlowClientExitsZero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	srv := startServe(t, filepath.Join(t.TempDir(), "data"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /api/claims HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
+	_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.Contains(line, "100") {
+		t.Fatalf("want 100 Continue from the handler: %q %v", line, err)
+	}
+	fmt.Fprintf(conn, "{\"claims\":[") // the handler waits for the rest, past the drain
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-srv.done:
+		srv.done <- err
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not exit within 60 s of one SIGTERM")
+	}
+	if err != nil {
+		t.Fatalf("serve after one SIGTERM with a slow client: %v, want exit 0\n%s", err, srv.logs.String())
+	}
+	if !strings.Contains(srv.logs.String(), "requests still running after the shutdown timeout were cut") {
+		t.Errorf("no word of the cut request:\n%s", srv.logs.String())
+	}
+}
