@@ -14,18 +14,20 @@ import (
 	"github.com/metanode/metanode/store/storetest"
 )
 
-// BenchmarkScan measures the initial scan (every file hashed) and a restart
-// over an unchanged tree (nothing hashed), as files/s and as a ratio to the
-// machine's limit measured in the same run: midhash256 of the same files
-// by as many goroutines as the watcher's HashWorkers, with no watcher.
+// BenchmarkScan measures the initial scan (every file hashed), a restart
+// over an unchanged tree (nothing hashed) and a restart after every
+// directory was moved (each file hashed once to pair its rename by cid), as
+// files/s and as a ratio to the machine's limit measured in the same run:
+// midhash256 of the same files by as many goroutines as the watcher's
+// HashWorkers, with no watcher.
 func BenchmarkScan(b *testing.B) {
-	const files, size, workers = 2000, 64 << 10, 2
+	const files, size, workers, dirs = 2000, 64 << 10, 2, 50
 	root := b.TempDir()
 	data := make([]byte, size)
 	var paths []string
 	for i := range files {
 		data[0], data[1] = byte(i), byte(i>>8)
-		p := filepath.Join(root, fmt.Sprintf("d%02d/f%04d.bin", i%50, i))
+		p := filepath.Join(root, fmt.Sprintf("d%02d/f%04d.bin", i%dirs, i))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			b.Fatal(err)
 		}
@@ -49,6 +51,17 @@ func BenchmarkScan(b *testing.B) {
 		}
 		wg.Wait()
 		return float64(len(paths)) / time.Since(start).Seconds()
+	}
+
+	// moveDirs renames every directory (there and back), as while the node
+	// was down.
+	moveDirs := func(from, to string) {
+		for i := range dirs {
+			if err := os.Rename(filepath.Join(root, fmt.Sprintf("%s%02d", from, i)),
+				filepath.Join(root, fmt.Sprintf("%s%02d", to, i))); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 
 	scan := func(st watcher.Store) (rate float64, hashed int64) {
@@ -80,14 +93,19 @@ func BenchmarkScan(b *testing.B) {
 				st := bc.st()
 				first, h1 := scan(st)
 				again, h2 := scan(st)
-				if h1 != files || h2 != 0 {
-					b.Fatalf("hashed %d then %d, want %d then 0", h1, h2, files)
+				moveDirs("d", "m")
+				moved, h3 := scan(st)
+				moveDirs("m", "d")
+				if h1 != files || h2 != 0 || h3 != files {
+					b.Fatalf("hashed %d, %d, %d; want %d, 0, %d", h1, h2, h3, files, files)
 				}
 				b.ReportMetric(lim, "limit-files/s")
 				b.ReportMetric(first, "scan-files/s")
 				b.ReportMetric(first/lim, "scan/limit")
 				b.ReportMetric(again, "rescan-files/s")
 				b.ReportMetric(again/lim, "rescan/limit")
+				b.ReportMetric(moved, "moved-files/s")
+				b.ReportMetric(moved/lim, "moved/limit")
 			}
 		})
 	}

@@ -2,9 +2,12 @@
 // root: an initial scan, then live changes from fsnotify (debounced per
 // path), and a periodic rescan as a safety net. Each file is identified by
 // its midhash256 (content-ids.md); a file whose size and mtime match its row
-// is never hashed again. Changes reach the store as store.FileUpdate batches
-// (add, change, delete, rename, reset) through the small Store interface
-// declared here, which *store.Store implements.
+// (and its inode, which only the in-memory view keeps) is never hashed
+// again. A new file pairs with a vanished one as its rename without hashing
+// only when it is the same inode and the old name's events said it moved;
+// otherwise only an equal cid pairs them. Changes reach the store as
+// store.FileUpdate batches (add, change, delete, rename, reset) through the
+// small Store interface declared here, which *store.Store implements.
 //
 // It imports only the store (for types and midhash256). All file access goes
 // through an os.Root on the files root, and symlinks are never followed, so

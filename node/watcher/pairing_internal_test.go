@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 // TestClassify_Pairing pins which new file pairs with a vanished one
@@ -78,5 +80,34 @@ func TestClassify_KnownPath(t *testing.T) {
 				t.Errorf("row inode %v, want %v learned", w.view.known["a"].id, c.f.id)
 			}
 		})
+	}
+}
+
+// TestNote_MovedOrRelinked: a path's events since it was last looked at
+// say whether its file was moved (its inode lives on elsewhere) and
+// whether a file there now is another directory entry.
+func TestNote_MovedOrRelinked(t *testing.T) {
+	for _, c := range []struct {
+		ops             []fsnotify.Op
+		moved, relinked bool
+	}{
+		{[]fsnotify.Op{fsnotify.Rename}, true, true},
+		{[]fsnotify.Op{fsnotify.Write, fsnotify.Chmod, fsnotify.Rename}, true, true},
+		{[]fsnotify.Op{fsnotify.Remove}, false, true},
+		{[]fsnotify.Op{fsnotify.Rename, fsnotify.Create, fsnotify.Remove}, false, true},
+		{[]fsnotify.Op{fsnotify.Create, fsnotify.Rename}, false, true}, // renamed over first: the row's inode was freed
+		{[]fsnotify.Op{fsnotify.Remove, fsnotify.Create}, false, true},
+		{[]fsnotify.Op{fsnotify.Create}, false, false},
+		{[]fsnotify.Op{fsnotify.Write}, false, false},
+	} {
+		w := New(Config{Root: "/r", Store: &rowStore{}, Logger: slog.New(slog.DiscardHandler)})
+		w.rootAbs = "/r"
+		pending := map[string]pend{}
+		for _, op := range c.ops {
+			w.note(fsnotify.Event{Name: "/r/a", Op: op}, pending)
+		}
+		if p := pending["a"]; p.moved() != c.moved || p.relinked() != c.relinked {
+			t.Errorf("%v: moved %v, relinked %v; want %v, %v", c.ops, p.moved(), p.relinked(), c.moved, c.relinked)
+		}
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/metanode/metanode/node/watcher"
 )
 
 // Review 14 #5: a rename used to be paired by size and mtime alone, so a
@@ -166,6 +169,49 @@ func TestLive_MoveAfterRestart(t *testing.T) {
 		if r, _ := st.row(abs(rel)); r.CID != midhash(t, abs(rel)) {
 			t.Errorf("%s: cid %s is not its midhash", rel, r.CID)
 		}
+	}
+}
+
+// TestRescan_DeleteAndAddSameSizeMtime: with the events lost (the loop
+// never flushes here, as after a queue overflow), the rescan's sweep sees
+// only that a known file is gone and a new one of its size and mtime is
+// there, often on its inode: no event says whether it moved, so only its
+// cid can pair it. A different file is an add; a moved one still a rename.
+func TestRescan_DeleteAndAddSameSizeMtime(t *testing.T) {
+	root := t.TempDir()
+	st := newMemStore()
+	old := writeFile(t, root, "a/old.srt", oldBytes, at(1))
+	keep := writeFile(t, root, "a/keep.mkv", []byte("keep"), at(2))
+	w := open(t, root, st, func(c *watcher.Config) {
+		c.Debounce = 1 << 62
+		c.Rescan = 20 * time.Millisecond
+	})
+	oldFi, err := os.Stat(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark, hashed := st.mark(), w.Stats().Hashed
+	if err := os.Remove(old); err != nil {
+		t.Fatal(err)
+	}
+	p := writeFile(t, root, "a/new.srt", newBytes, at(1))
+	if err := os.Rename(keep, filepath.Join(root, "a/moved.mkv")); err != nil {
+		t.Fatal(err)
+	}
+	logReuse(t, oldFi, p)
+	scans := w.Stats().Scans
+	waitFor(t, "a whole rescan after the changes", func() bool { return w.Stats().Scans >= scans+2 })
+	got := st.ops(mark)
+	slices.Sort(got)
+	want := []string{"add a/new.srt", "delete a/old.srt", "rename a/keep.mkv>a/moved.mkv"}
+	if d := diffStrings(got, want); d != "" {
+		t.Errorf("ops:\n%s", d)
+	}
+	if r, _ := st.row(p); r.CID != midhash(t, p) {
+		t.Errorf("a/new.srt row cid %s, want its own midhash", r.CID)
+	}
+	if h := w.Stats().Hashed - hashed; h != 2 {
+		t.Errorf("hashed %d, want 2 (the new file and the moved one)", h)
 	}
 }
 
