@@ -55,6 +55,11 @@ func TestTrust_SignerTrustedMidBatchLeavesNoRecord(t *testing.T) {
 			if rec := record(t, s, shared); rec.Fields["title"] != "Kept" || rec.Fields["year"] != "" {
 				t.Fatalf("shared record: %v, want the trusted title and no year", rec.Fields)
 			}
+			for _, g := range res[1:3] {
+				if s.SyncSet().Has(store.SyncItem{TS: 1, ID: g.ID}) {
+					t.Fatal("an untrusted signer's claim is in the sync set")
+				}
+			}
 			if st, _ := s.Stats(ctx); st.Records != 1 {
 				t.Fatalf("records=%d, want 1", st.Records)
 			}

@@ -158,6 +158,9 @@ func TestTrust_Vouches(t *testing.T) {
 	if !s.Trusted(y.UID()) {
 		t.Fatal("a listed signer's vouch does not count")
 	}
+	if s.Trusted(z.UID()) {
+		t.Fatal("a listed signer's vouch on another node's peer cid counts")
+	}
 	if err := s.Distrust(ctx, y.UID()); err != nil {
 		t.Fatal(err)
 	}
