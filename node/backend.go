@@ -422,7 +422,7 @@ func (n *Node) Distrust(ctx context.Context, uid string) error {
 }
 
 // Health reports each part's state; the node is degraded when its store
-// cannot answer, when its swarm cannot share at all (swarmCheck), or when
+// cannot answer (or found a damaged page, or cannot write), when its swarm cannot share at all (swarmCheck), or when
 // the watcher's files root is missing.
 func (n *Node) Health(ctx context.Context) api.Health {
 	h := api.Health{Status: "ok", Checks: map[string]string{}}
@@ -431,6 +431,11 @@ func (n *Node) Health(ctx context.Context) api.Health {
 	_, err := n.store.Stats(ctx)
 	if err == nil {
 		err = n.store.WriteHealth()
+	}
+	if err == nil {
+		// A read elsewhere found a damaged page (a failing disk): the
+		// small read above may well still work.
+		err = n.store.ReadHealth()
 	}
 	if err != nil {
 		h.Status = "degraded"

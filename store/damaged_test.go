@@ -250,3 +250,118 @@ func TestOpen_EmptyOrMissingTruth(t *testing.T) {
 		t.Fatalf("stats %+v, %v: want an empty store", st, err)
 	}
 }
+
+// TestRead_DamagedWhileOpen: a page of cache.db or truth.db damaged while
+// the store is open (a failing disk) makes the reads that meet it fail
+// with what to do, and from then on ReadHealth reports it (the node's
+// /health is degraded), while a store whose reads met no damage reports
+// nothing. Each page of the middle of both files is garbled in a fresh
+// copy, after Open, and everything is read.
+func TestRead_DamagedWhileOpen(t *testing.T) {
+	truth, cache := damagedFixture(t)
+	root := t.TempDir()
+	var mu sync.Mutex
+	met := 0
+	check := func(name string, pg, pageSize int) error {
+		dir := filepath.Join(root, fmt.Sprintf("%s-%d", name, pg))
+		tp, cp := filepath.Join(dir, "truth.db"), filepath.Join(dir, "cache.db")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(tp, truth, 0o600); err != nil {
+			return err
+		}
+		if err := os.WriteFile(cp, cache, 0o600); err != nil {
+			return err
+		}
+		s := store.New(store.Config{TruthPath: tp, CachePath: cp, Trust: store.TrustOpen, Now: testNow,
+			Logger: storetest.Logger(t, slog.LevelError+1)})
+		if err := s.Open(ctx); err != nil {
+			return fmt.Errorf("open before the damage: %w", err)
+		}
+		defer s.Close()
+		file, orig := cp, cache
+		if name == "truth" {
+			file, orig = tp, truth
+		}
+		f, err := os.OpenFile(file, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteAt(garble(orig, pg, pageSize)[pg*pageSize:(pg+1)*pageSize], int64(pg*pageSize))
+		f.Close()
+		if err != nil {
+			return err
+		}
+		readErr := readEverything(s)
+		if readErr == nil {
+			if h := s.ReadHealth(); h != nil {
+				return fmt.Errorf("no read failed, yet ReadHealth says %v", h)
+			}
+			return nil
+		}
+		mu.Lock()
+		met++
+		mu.Unlock()
+		if !strings.Contains(readErr.Error(), "a database file is damaged: stop the node and delete cache.db") {
+			return fmt.Errorf("a read failed without saying what to do: %v", readErr)
+		}
+		if h := s.ReadHealth(); h == nil || !strings.Contains(h.Error(), "delete cache.db") {
+			return fmt.Errorf("a read met damage (%v), ReadHealth says %v", readErr, h)
+		}
+		return nil
+	}
+	for name, f := range map[string]struct {
+		size, page int
+	}{"cache": {len(cache), 8192}, "truth": {len(truth), 4096}} {
+		n := f.size / f.page
+		errs := eachPage(n, func(pg int) bool { return pg > 1 && pg < n-1 && pg%2 == 0 }, func(pg int) error {
+			return check(name, pg, f.page)
+		})
+		for pg, err := range errs {
+			if err != nil {
+				t.Errorf("%s page %d: %v", name, pg, err)
+			}
+		}
+	}
+	t.Logf("%d garbled pages met by a read", met)
+	if met == 0 {
+		t.Fatal("no read met a garbled page: the test no longer reaches damaged pages")
+	}
+}
+
+// readEverything reads every record, its claims, the lists, the search,
+// schema, stats and files, and returns the first error that is not "not
+// found" (a garbled index may hide a record).
+func readEverything(s *store.Store) error {
+	var first error
+	note := func(err error) {
+		if err != nil && first == nil && !errors.Is(err, store.ErrNotFound) {
+			first = err
+		}
+	}
+	items, _, err := s.List(ctx, 0, 10000)
+	note(err)
+	rids, err := s.RIDs(ctx)
+	note(err)
+	for _, it := range items {
+		rids = append(rids, it.RID)
+	}
+	for _, rid := range rids {
+		_, err := s.Record(ctx, rid, "")
+		note(err)
+		_, err = s.Claims(ctx, rid, store.ClaimFilter{})
+		note(err)
+	}
+	_, _, err = s.Search(ctx, store.SearchQuery{Query: "a", Limit: 10000})
+	note(err)
+	_, err = s.Schema(ctx)
+	note(err)
+	_, err = s.Stats(ctx)
+	note(err)
+	_, _, err = s.FileTuples(ctx)
+	note(err)
+	_, err = s.CIDs(ctx, "", 100000)
+	note(err)
+	return first
+}

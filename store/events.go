@@ -231,7 +231,8 @@ func (s *Store) readEvents(ctx context.Context, st Stream, cursor string, limit 
 // would keep the cache's WAL from being checkpointed): a key set or
 // deleted during the snapshot also has its event after the returned id,
 // which the subscription replays.
-func (s *Store) Snapshot(ctx context.Context, fn func(Event) error) (string, error) {
+func (s *Store) Snapshot(ctx context.Context, fn func(Event) error) (_ string, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return "", err
 	}

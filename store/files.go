@@ -157,7 +157,8 @@ func (w *writer) applyFiles(b *batch, r *request) error {
 
 // LocalFiles returns every local_file row (the watcher compares them with
 // the disk to skip unchanged files).
-func (s *Store) LocalFiles(ctx context.Context) ([]LocalFile, error) {
+func (s *Store) LocalFiles(ctx context.Context) (_ []LocalFile, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
@@ -179,7 +180,8 @@ func (s *Store) LocalFiles(ctx context.Context) ([]LocalFile, error) {
 
 // LocalFileForCID returns the local file of the record holding cid (the
 // lexicographically first path). ErrNotFound when there is none.
-func (s *Store) LocalFileForCID(ctx context.Context, cid string) (LocalFile, error) {
+func (s *Store) LocalFileForCID(ctx context.Context, cid string) (_ LocalFile, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return LocalFile{}, err
 	}
@@ -216,7 +218,8 @@ func (s *Store) LocalFileForCID(ctx context.Context, cid string) (LocalFile, err
 // view, so count and total agree with Stats().Files, and a signed sizeByte
 // (which any trusted signer may claim) never changes what this box reports
 // about its own files. Ordered by path.
-func (s *Store) FileTuples(ctx context.Context) ([]FileTuple, int64, error) {
+func (s *Store) FileTuples(ctx context.Context) (_ []FileTuple, _ int64, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return nil, 0, err
 	}

@@ -18,6 +18,7 @@ type health struct {
 	since    time.Time // the first of them
 	lastErr  error     // the latest, with what to do
 	syncLoad error     // the sync-set loader's error (it does not retry)
+	damaged  error     // the first read that found a damaged page (sticky)
 }
 
 // noteWrite records the outcome of one write transaction (nil: it
@@ -47,6 +48,33 @@ func (s *Store) WriteHealth() error {
 		return nil
 	}
 	return fmt.Errorf("writes failing since %s (%d in a row): %w", h.since.UTC().Format(time.RFC3339), h.failing, h.lastErr)
+}
+
+// noteRead records a read that found a damaged database page and adds
+// what to do to its error: a file damaged while the node runs (a failing
+// disk) stays damaged, so /health reports it until a restart. Deferred by
+// the exported reads with their named error.
+func (s *Store) noteRead(err *error) {
+	if *err == nil || !isCorrupt(*err) {
+		return
+	}
+	*err = fmt.Errorf("%w: a database file is damaged: stop the node and delete %s (it is rebuilt from truth at the next start); if the node then refuses %s, restore it from a backup (docs/operations.md)",
+		*err, filepath.Base(s.cfg.CachePath), filepath.Base(s.cfg.TruthPath))
+	h := &s.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.damaged == nil {
+		h.damaged = fmt.Errorf("reads failing since %s: %w", time.Now().UTC().Format(time.RFC3339), *err)
+	}
+}
+
+// ReadHealth is nil unless a read found a damaged database page since the
+// store opened; then it says since when and what to do.
+func (s *Store) ReadHealth() error {
+	h := &s.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.damaged
 }
 
 // SyncLoadErr is the sync-set loader's error: the set is then never ready

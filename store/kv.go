@@ -25,7 +25,8 @@ func checkKV(key string) error {
 }
 
 // KVGet reads a service scratch key.
-func (s *Store) KVGet(ctx context.Context, key string) (string, bool, error) {
+func (s *Store) KVGet(ctx context.Context, key string) (_ string, _ bool, err error) {
+	defer s.noteRead(&err)
 	if err := checkKV(key); err != nil {
 		return "", false, err
 	}
@@ -33,7 +34,7 @@ func (s *Store) KVGet(ctx context.Context, key string) (string, bool, error) {
 		return "", false, err
 	}
 	var v string
-	err := s.cacheR.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = ?`, key).Scan(&v)
+	err = s.cacheR.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = ?`, key).Scan(&v)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return "", false, nil

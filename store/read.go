@@ -52,7 +52,8 @@ func quick(ctx context.Context) (context.Context, error) {
 // Record returns the merged view of the record that h names (a rid or any
 // cid of the group). as, when set, overlays that signer's own live text
 // votes. ErrNotFound when h is unknown or the record has no fields.
-func (s *Store) Record(ctx context.Context, h, as string) (Record, error) {
+func (s *Store) Record(ctx context.Context, h, as string) (_ Record, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return Record{}, err
 	}
@@ -150,7 +151,8 @@ func (s *Store) overlay(ctx context.Context, rec *Record, as string) error {
 }
 
 // Resolve returns the rid of h (a rid or a cid).
-func (s *Store) Resolve(ctx context.Context, h string) (string, error) {
+func (s *Store) Resolve(ctx context.Context, h string) (_ string, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return "", err
 	}
@@ -181,7 +183,8 @@ func (s *Store) Resolve(ctx context.Context, h string) (string, error) {
 }
 
 // Field returns one merged value of the record h names.
-func (s *Store) Field(ctx context.Context, h, key string) (string, error) {
+func (s *Store) Field(ctx context.Context, h, key string) (_ string, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return "", err
 	}
@@ -208,7 +211,8 @@ func (s *Store) Field(ctx context.Context, h, key string) (string, error) {
 // ciphertext claim of every signer on the group's cids, no tombstones. A
 // cid that belongs to no record (a node's peer id, where vouches live) is
 // answered with its own claims and an empty rid.
-func (s *Store) Claims(ctx context.Context, h string, f ClaimFilter) (GroupClaims, error) {
+func (s *Store) Claims(ctx context.Context, h string, f ClaimFilter) (_ GroupClaims, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return GroupClaims{}, err
 	}
@@ -277,7 +281,8 @@ func (s *Store) queryClaims(ctx context.Context, q, cid string, args ...any) ([]
 }
 
 // RIDs returns every record id, sorted.
-func (s *Store) RIDs(ctx context.Context) ([]string, error) {
+func (s *Store) RIDs(ctx context.Context) (_ []string, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
@@ -301,7 +306,8 @@ func (s *Store) RIDs(ctx context.Context) ([]string, error) {
 var listFields = []string{"title", "fileName", "filePath", "type", "year"}
 
 // List returns a page of records in rid order and the total count.
-func (s *Store) List(ctx context.Context, offset, limit int) ([]ListItem, int, error) {
+func (s *Store) List(ctx context.Context, offset, limit int) (_ []ListItem, _ int, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return nil, 0, err
 	}
@@ -378,7 +384,8 @@ func queryFields(ctx context.Context, tx *sql.Tx, q string, args ...any) (map[st
 }
 
 // Schema counts merged fields by path (numeric segments folded to "*").
-func (s *Store) Schema(ctx context.Context) (map[string]SchemaField, error) {
+func (s *Store) Schema(ctx context.Context) (_ map[string]SchemaField, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
@@ -399,7 +406,8 @@ func (s *Store) Schema(ctx context.Context) (map[string]SchemaField, error) {
 }
 
 // Stats returns store-wide counters.
-func (s *Store) Stats(ctx context.Context) (Stats, error) {
+func (s *Store) Stats(ctx context.Context) (_ Stats, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return Stats{}, err
 	}

@@ -17,7 +17,8 @@ import (
 // checked in Go with the exact semantics, so the index only ever has to
 // give a superset: tokens or values it cannot serve exactly (short or
 // non-ASCII) just narrow less.
-func (s *Store) Search(ctx context.Context, q SearchQuery) ([]SearchHit, int, error) {
+func (s *Store) Search(ctx context.Context, q SearchQuery) (_ []SearchHit, _ int, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return nil, 0, err
 	}

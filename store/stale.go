@@ -22,7 +22,8 @@ const supersededBatch = 256
 // pool in batches; a claim whose signer has no row at all is not
 // superseded. The answer may be out of date by the time it is used (the
 // writer goes on): the store's own Submit stays the judge of what is kept.
-func (s *Store) Superseded(ctx context.Context, claims []Claim, ids []ID) ([]bool, error) {
+func (s *Store) Superseded(ctx context.Context, claims []Claim, ids []ID) (_ []bool, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return nil, err
 	}

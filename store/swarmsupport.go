@@ -81,7 +81,8 @@ func (s *Store) shared(cs []Claim) []Claim {
 
 // ClaimsByItems returns the stored claims with these (ts, id), skipping any
 // no longer stored (or no longer shared).
-func (s *Store) ClaimsByItems(ctx context.Context, items []SyncItem) ([]Claim, error) {
+func (s *Store) ClaimsByItems(ctx context.Context, items []SyncItem) (_ []Claim, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
@@ -100,7 +101,8 @@ func (s *Store) ClaimsByItems(ctx context.Context, items []SyncItem) ([]Claim, e
 }
 
 // ClaimsInRange returns up to limit shared claims with lo <= (ts, id) < hi, in order.
-func (s *Store) ClaimsInRange(ctx context.Context, lo, hi SyncItem, limit int) ([]Claim, error) {
+func (s *Store) ClaimsInRange(ctx context.Context, lo, hi SyncItem, limit int) (_ []Claim, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
@@ -182,7 +184,8 @@ const fetchClaimsMax = 1 << 17
 // FetchClaims returns every shared claim (tombstones included) of the group
 // holding cid, for the fetch protocol, up to fetchClaimsMax. Empty when cid
 // is unknown.
-func (s *Store) FetchClaims(ctx context.Context, cid string) ([]Claim, error) {
+func (s *Store) FetchClaims(ctx context.Context, cid string) (_ []Claim, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
@@ -206,7 +209,8 @@ func (s *Store) FetchClaims(ctx context.Context, cid string) ([]Claim, error) {
 
 // CIDs returns up to limit cids that have shared claims, after the given
 // one in string order ("" from the start): what the node provides in the DHT.
-func (s *Store) CIDs(ctx context.Context, after string, limit int) ([]string, error) {
+func (s *Store) CIDs(ctx context.Context, after string, limit int) (_ []string, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
@@ -252,7 +256,8 @@ func (s *Store) CIDs(ctx context.Context, after string, limit int) ([]string, er
 }
 
 // HasCID reports whether cid belongs to a record (claimed, linked, or a local file).
-func (s *Store) HasCID(ctx context.Context, cid string) (bool, error) {
+func (s *Store) HasCID(ctx context.Context, cid string) (_ bool, err error) {
+	defer s.noteRead(&err)
 	if err := s.ready(); err != nil {
 		return false, err
 	}
