@@ -51,9 +51,9 @@ func TestClassify_Pairing(t *testing.T) {
 }
 
 // TestClassify_KnownPath pins when a file at a known path is taken as
-// unchanged (no hash): same size and mtime, the same inode when both are
-// known, and no event that removed the name meanwhile. A row loaded from
-// the store learns the inode then.
+// unchanged (no hash): same size and mtime, on a live look the same inode
+// when both are known, and no event that removed the name meanwhile. The
+// row learns the inode then.
 func TestClassify_KnownPath(t *testing.T) {
 	ino := fileID{dev: 1, ino: 42}
 	for _, c := range []struct {
@@ -62,11 +62,14 @@ func TestClassify_KnownPath(t *testing.T) {
 		f         fileStat
 		unchanged bool
 	}{
-		{"same", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: ino}, true},
-		{"other inode (renamed over)", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: fileID{1, 7}}, false},
-		{"name relinked, inode reused", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: ino, relinked: true}, false},
-		{"other size", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 9, mtime: 1, id: ino}, false},
+		{"same", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: ino, live: true}, true},
+		{"other inode (renamed over)", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: fileID{1, 7}, live: true}, false},
+		{"name relinked, inode reused", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: ino, relinked: true, live: true}, false},
+		{"other size", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 9, mtime: 1, id: ino, live: true}, false},
 		{"row from the store", entry{"c", 8, 1, fileID{}}, fileStat{rel: "a", size: 8, mtime: 1, id: ino}, true},
+		// A scan: an inode numbered anew by the file system (rclone's
+		// FUSE mount, SMB noserverino) is no change; the row learns it.
+		{"scan, inode numbered anew", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: fileID{1, 7}}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := New(Config{Root: "/r", Store: &rowStore{}, Logger: slog.New(slog.DiscardHandler)})
