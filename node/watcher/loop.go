@@ -83,6 +83,9 @@ type pend struct {
 	// by another file), and whether a file there now is still the one its
 	// row describes.
 	renamed, unlinked, created bool
+	// written: the file was written in place; same size and mtime then
+	// mean a restored mtime (cp -p over it), not an unchanged file.
+	written bool
 }
 
 // moved reports whether a vanished path's file was moved, not deleted or
@@ -113,6 +116,9 @@ func (w *Watcher) note(ev fsnotify.Event, pending map[string]pend) {
 	if w.rootLost.Load() {
 		return // the rescan when the root is back catches up
 	}
+	if ev.Has(fsnotify.Remove) {
+		w.unlinked = true // before the ignore: a hidden name's delete frees an inode too
+	}
 	if ignoredRel(rel) {
 		return
 	}
@@ -123,6 +129,7 @@ func (w *Watcher) note(ev fsnotify.Event, pending map[string]pend) {
 		renamed:  prev.renamed || ev.Has(fsnotify.Rename),
 		unlinked: prev.unlinked || ev.Has(fsnotify.Remove),
 		created:  prev.created || ev.Has(fsnotify.Create),
+		written:  prev.written || ev.Has(fsnotify.Write),
 	}
 }
 
@@ -184,7 +191,7 @@ func (w *Watcher) flush(ctx context.Context, pending map[string]pend) {
 			dirs = append(dirs, rel)
 		case fi.Mode().IsRegular():
 			files = append(files, fileStat{rel: rel, size: fi.Size(), mtime: fi.ModTime().UnixNano(),
-				id: idOf(fi), relinked: what[rel].relinked(), live: true})
+				id: idOf(fi), relinked: what[rel].relinked() || what[rel].written, live: true})
 		default:
 			// A symlink or special file now: its row, if any, must go.
 			w.log.Debug("skip non-regular file", "path", rel, "mode", fi.Mode().Type())
@@ -207,6 +214,17 @@ func (w *Watcher) flush(ctx context.Context, pending map[string]pend) {
 	for _, d := range slices.Backward(goneDirs) { // the nearest directory's events win
 		w.mu.Lock()
 		w.view.vanishUnder(d, hold, what[d].moved())
+		w.mu.Unlock()
+	}
+	if w.unlinked {
+		// Something was deleted since the last flush, maybe a moved file
+		// at its new name: its inode may be another file's now.
+		w.unlinked = false
+		w.mu.Lock()
+		for rel, g := range w.view.gone {
+			g.moved = false
+			w.view.gone[rel] = g
+		}
 		w.mu.Unlock()
 	}
 	// A new tree shows up as events for the directory and for what is in

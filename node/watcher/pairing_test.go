@@ -225,3 +225,62 @@ func logReuse(t *testing.T, old os.FileInfo, p string) {
 	}
 	t.Logf("new file on the deleted file's inode: %v", os.SameFile(old, fi))
 }
+
+// TestLive_MovedThenDeletedInodeReused: mv a b; rm b; then a different
+// file of a's size and mtime (tar x) within the debounce. a's vanished row
+// was "moved", but its inode was freed at b and ext4 gives it to the new
+// file: a delete anywhere since (even of a name the watcher ignores) means
+// the inode proves nothing, and the new file is hashed (review 16 #1).
+func TestLive_MovedThenDeletedInodeReused(t *testing.T) {
+	for _, via := range []string{"b.srt", ".a.srt.swp"} { // a watched name, an ignored one
+		t.Run(via, func(t *testing.T) {
+			root := t.TempDir()
+			st := newMemStore()
+			a := writeFile(t, root, "a.srt", oldBytes, at(1))
+			open(t, root, st, renameDebounce)
+			oldFi, err := os.Stat(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mark := st.mark()
+			mid := filepath.Join(root, via)
+			if err := os.Rename(a, mid); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(mid); err != nil {
+				t.Fatal(err)
+			}
+			c := writeFile(t, root, "c.srt", newBytes, at(1))
+			logReuse(t, oldFi, c)
+			want := midhash(t, c)
+			waitFor(t, "c.srt's row", func() bool { _, ok := st.row(c); return ok })
+			if r, _ := st.row(c); r.CID != want {
+				t.Errorf("c.srt row cid %s, want its own %s; ops %q", r.CID, want, st.ops(mark))
+			}
+		})
+	}
+}
+
+// TestLive_OverwrittenInPlaceSameSizeMtime: cp -p over an existing file of
+// the same size rewrites it in place (same inode) and sets the source's
+// mtime back: size, mtime and inode all match the row, but the watcher saw
+// the Write events, so it hashes (review 16 #2). While the node is down
+// this is not noticed (docs/watcher.md).
+func TestLive_OverwrittenInPlaceSameSizeMtime(t *testing.T) {
+	root := t.TempDir()
+	st := newMemStore()
+	p := writeFile(t, root, "x.srt", oldBytes, at(1))
+	open(t, root, st)
+	mark := st.mark()
+	if err := os.WriteFile(p, newBytes, 0o644); err != nil { // truncates in place
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, at(1), at(1)); err != nil {
+		t.Fatal(err)
+	}
+	want := midhash(t, p)
+	waitFor(t, "x.srt's new cid", func() bool { r, _ := st.row(p); return r.CID == want })
+	if ops := st.ops(mark); len(ops) != 1 {
+		t.Errorf("ops %q, want one change", ops)
+	}
+}

@@ -88,6 +88,9 @@ type Watcher struct {
 	rootLost atomic.Bool // the root path is missing: Health reports it
 	rootAbs  string      // cleaned absolute root, the prefix of every LocalFile.Path
 	fsw      *fsnotify.Watcher
+	// unlinked: the event loop saw a name removed (ignored names too) since
+	// its last flush: a moved file's inode may have been freed and reused.
+	unlinked bool
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	g        *errgroup.Group
