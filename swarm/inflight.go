@@ -4,6 +4,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -29,8 +30,10 @@ import (
 // run again with its peer once all of those have ended (the scheduler
 // reads ready), so what they did not bring (their peer failed, was closed,
 // or lacked some of it) is asked for then. A peer that holds its sessions
-// open only delays that, by at most maxDeferRounds of its sessions'
-// lifetimes: past that, sessions with the waiting peer ask regardless.
+// open delays that by at most maxDeferAge: a session older than that is
+// not deferred to, and peers waiting for it are run again (expire, from
+// the scheduler's tick); and by at most maxDeferRounds waits in a row:
+// past that, sessions with the waiting peer ask regardless.
 //
 // Bounded: at most maxFlightSpans spans (past it a session asks without
 // registering, as before), waiting entries only for peers whose sessions
@@ -42,11 +45,20 @@ const (
 	maxFlightSpans = 1 << 18 // about 23 MB at most
 	maxDeferRounds = 3       // consecutive waits before a peer's sessions ask anyway
 	maxDeferPeers  = 4096
+	// maxDeferAge: sessions are deferred to only for a session's base
+	// lifetime (guard.go). One that lives longer has bought time by its
+	// work (1 s per 64 KiB), which a peer can do slowly on purpose, up to
+	// sessionTimeout (30 min); what it was asked for is then asked of
+	// other peers too. An honest session moves a million claims within it
+	// here (docs/benchmarks.md, cold catch-up); on a slower machine the
+	// rest of a longer one may come twice.
+	maxDeferAge = sessionBase
 )
 
 // flight is what one session asked its peer for. Guarded by inflight.mu.
 type flight struct {
 	peer     peer.ID
+	began    time.Time
 	mayDefer bool             // skip what others ask for; else only register
 	holders  map[*flight]bool // the sessions this one deferred to
 	skipped  int64            // wants dropped and ranges skipped for them
@@ -81,7 +93,7 @@ func newInflight() *inflight {
 // other sessions what they ask for (only sessions someone runs again
 // later: the scheduler's and inbound ones, not SyncWith's).
 func (r *inflight) begin(p peer.ID, mayDefer bool) *flight {
-	f := &flight{peer: p}
+	f := &flight{peer: p, began: time.Now()}
 	if r == nil {
 		return f
 	}
@@ -152,8 +164,9 @@ func asksPeer(e *rangeEntry) bool {
 // so, records them as f's holders.
 func (r *inflight) deferTo(f *flight, lo, hi store.SyncItem) bool {
 	found := false
+	now := time.Now()
 	for i := r.first(lo); i < len(r.spans) && r.spans[i].lo.Compare(hi) < 0; i++ {
-		if o := r.spans[i].f; o != f {
+		if o := r.spans[i].f; o != f && !o.old(now) {
 			f.hold(o)
 			found = true
 		}
@@ -163,6 +176,10 @@ func (r *inflight) deferTo(f *flight, lo, hi store.SyncItem) bool {
 	}
 	return found
 }
+
+// old reports whether the flight began more than maxDeferAge before now:
+// it is no longer deferred to.
+func (f *flight) old(now time.Time) bool { return now.Sub(f.began) > maxDeferAge }
 
 func (f *flight) hold(o *flight) {
 	if f.holders == nil {
@@ -177,9 +194,10 @@ func (f *flight) hold(o *flight) {
 func (r *inflight) cutEmpty(f *flight, out []rangeEntry, add []span, lo store.SyncItem, e rangeEntry) ([]rangeEntry, []span) {
 	hi := e.upper
 	cur := lo
+	now := time.Now()
 	for i := r.first(lo); i < len(r.spans) && r.spans[i].lo.Compare(hi) < 0; i++ {
 		sp := r.spans[i]
-		if sp.f == f {
+		if sp.f == f || sp.f.old(now) {
 			continue
 		}
 		a, b := maxItem(sp.lo, lo), minItem(sp.hi, hi)
@@ -305,6 +323,26 @@ func (r *inflight) end(f *flight) int64 {
 		r.makeReady(f.peer)
 	}
 	return f.skipped
+}
+
+// expire runs again the peers that wait only for sessions older than
+// maxDeferAge (their deferral would otherwise last until those sessions
+// time out); waits for younger sessions go on. The scheduler calls it
+// on its tick.
+func (r *inflight) expire(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p, hs := range r.waiting {
+		for o := range hs {
+			if o.old(now) {
+				delete(hs, o)
+			}
+		}
+		if len(hs) == 0 {
+			delete(r.waiting, p)
+			r.makeReady(p)
+		}
+	}
 }
 
 func (r *inflight) makeReady(p peer.ID) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -148,4 +149,44 @@ func hostileMaxTSWant(t *testing.T, mn mocknet.Mocknet, e *Swarm) {
 			break
 		}
 	}
+}
+
+// A peer that holds its session open (a trickle, or nothing at all, up to
+// sessionTimeout) delays what other sessions left to it by at most
+// maxDeferAge: the waiting peer is run again then (expire, on the
+// scheduler's tick), and its new session asks regardless of the old one.
+// In virtual time.
+func TestInflight_HeldSessionDelaysAtMostMaxDeferAge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newInflight()
+		cold := func() turnPlan { return turnPlan{ranges: []rangeEntry{emptyFP(store.MaxSyncItem)}} }
+		h := r.begin("hostile", true)
+		ph := cold()
+		r.claim(h, &ph)
+		w := r.begin("honest", true)
+		pw := cold()
+		r.claim(w, &pw)
+		if !pw.final() {
+			t.Fatal("setup: the honest session did not leave the range to the hostile one")
+		}
+		r.end(w)
+		time.Sleep(maxDeferAge - time.Second)
+		r.expire(time.Now())
+		if got := r.takeReady(); len(got) != 0 {
+			t.Fatalf("ready %v before maxDeferAge", got)
+		}
+		time.Sleep(2 * time.Second)
+		r.expire(time.Now())
+		if got := r.takeReady(); len(got) != 1 || got[0] != "honest" {
+			t.Fatalf("ready %v after maxDeferAge, want [honest]", got)
+		}
+		again := r.begin("honest", true)
+		pa := cold()
+		r.claim(again, &pa)
+		if pa.final() || again.skipped != 0 {
+			t.Fatalf("the honest peer's new session still defers to the held one: %+v", shapeOf(pa.ranges))
+		}
+		r.end(again)
+		r.end(h)
+	})
 }

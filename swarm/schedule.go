@@ -146,6 +146,7 @@ func (s *Swarm) runSyncScheduler(ctx context.Context) {
 				joined[p] = time.Now().Add(joinSyncDelay)
 			}
 		case now := <-joinTick.C:
+			reg.expire(now) // peers waiting for sessions held open too long
 			for p, due := range joined {
 				if now.After(due) {
 					delete(joined, p)
