@@ -25,21 +25,7 @@ func TestE2E_SignalsDrainThenForce(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	srv := startServe(t, filepath.Join(t.TempDir(), "data"))
-	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	// With "Expect: 100-continue" the server says "100 Continue" only when
-	// the handler starts reading the body: the request is then in flight
-	// for certain (a request whose headers are read after the shutdown
-	// began is dropped unserved, which is no drain to test).
-	fmt.Fprintf(conn, "POST /api/claims HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
-	_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
-	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.Contains(line, "100") {
-		t.Fatalf("want 100 Continue from the handler: %q %v", line, err)
-	}
-	fmt.Fprintf(conn, "{\"claims\":[") // part of the body: the handler waits for the rest
+	holdRequest(t, srv)
 
 	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -56,6 +42,7 @@ func TestE2E_SignalsDrainThenForce(t *testing.T) {
 	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	select {
 	case err = <-srv.done:
 		srv.done <- err
@@ -113,20 +100,11 @@ func TestE2E_OneSignalWithSlowClientExitsZero(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	srv := startServe(t, filepath.Join(t.TempDir(), "data"))
-	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /api/claims HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
-	_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
-	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.Contains(line, "100") {
-		t.Fatalf("want 100 Continue from the handler: %q %v", line, err)
-	}
-	fmt.Fprintf(conn, "{\"claims\":[") // the handler waits for the rest, past the drain
+	holdRequest(t, srv) // past the drain
 	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	select {
 	case err = <-srv.done:
 		srv.done <- err
@@ -139,4 +117,25 @@ func TestE2E_OneSignalWithSlowClientExitsZero(t *testing.T) {
 	if !strings.Contains(srv.logs.String(), "requests still running after the shutdown timeout were cut") {
 		t.Errorf("no word of the cut request:\n%s", srv.logs.String())
 	}
+}
+
+// holdRequest starts a POST whose body never completes, so the request is
+// in flight until the server cuts it; the connection closes with the test.
+// With "Expect: 100-continue" the server says "100 Continue" only when the
+// handler starts reading the body: the request is then in flight for
+// certain (a request whose headers are read after the shutdown began is
+// dropped unserved, which is no drain to test).
+func holdRequest(t *testing.T, srv *server) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST /api/claims HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
+	_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.Contains(line, "100") {
+		t.Fatalf("want 100 Continue from the handler: %q %v", line, err)
+	}
+	fmt.Fprintf(conn, "{\"claims\":[") // part of the body: the handler waits for the rest
 }
