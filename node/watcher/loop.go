@@ -191,7 +191,7 @@ func (w *Watcher) flush(ctx context.Context, pending map[string]pend) {
 			dirs = append(dirs, rel)
 		case fi.Mode().IsRegular():
 			files = append(files, fileStat{rel: rel, size: fi.Size(), mtime: fi.ModTime().UnixNano(),
-				id: idOf(fi), relinked: what[rel].relinked() || what[rel].written, live: true})
+				id: idOf(fi), relinked: what[rel].relinked() || what[rel].written, inodeSays: true})
 		default:
 			// A symlink or special file now: its row, if any, must go.
 			w.log.Debug("skip non-regular file", "path", rel, "mode", fi.Mode().Type())

@@ -62,10 +62,10 @@ func TestClassify_KnownPath(t *testing.T) {
 		f         fileStat
 		unchanged bool
 	}{
-		{"same", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: ino, live: true}, true},
-		{"other inode (renamed over)", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: fileID{1, 7}, live: true}, false},
-		{"name relinked, inode reused", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: ino, relinked: true, live: true}, false},
-		{"other size", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 9, mtime: 1, id: ino, live: true}, false},
+		{"same", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: ino, inodeSays: true}, true},
+		{"other inode (renamed over)", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: fileID{1, 7}, inodeSays: true}, false},
+		{"name relinked, inode reused", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 8, mtime: 1, id: ino, relinked: true, inodeSays: true}, false},
+		{"other size", entry{"c", 8, 1, ino}, fileStat{rel: "a", size: 9, mtime: 1, id: ino, inodeSays: true}, false},
 		{"row from the store", entry{"c", 8, 1, fileID{}}, fileStat{rel: "a", size: 8, mtime: 1, id: ino}, true},
 		// A scan: an inode numbered anew by the file system (rclone's
 		// FUSE mount, SMB noserverino) is no change; the row learns it.

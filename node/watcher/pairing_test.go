@@ -284,3 +284,35 @@ func TestLive_OverwrittenInPlaceSameSizeMtime(t *testing.T) {
 		t.Errorf("ops %q, want one change", ops)
 	}
 }
+
+// TestRescan_ReplacedByRenameSizeMtime: with the events lost (a queue
+// overflow; the loop never flushes here), rsync -t (or cp -p through a
+// temp name) replaces x.srt by a different file of the same size and
+// mtime. The rescan compares the inode it knows on a file system that
+// keeps inodes (fileid_linux.go) and hashes (review 17 R17-1: a scan that
+// never compared inodes kept the old cid for good).
+func TestRescan_ReplacedByRenameSizeMtime(t *testing.T) {
+	root := t.TempDir()
+	st := newMemStore()
+	p := writeFile(t, root, "x.srt", oldBytes, at(1))
+	w := open(t, root, st, func(c *watcher.Config) {
+		c.Debounce = 1 << 62
+		c.Rescan = 20 * time.Millisecond
+	})
+	tmp := filepath.Join(t.TempDir(), "x.srt") // outside the root: no event for the temp name
+	if err := os.WriteFile(tmp, newBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, at(1), at(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		t.Skipf("the temp dir is on another file system: %v", err)
+	}
+	want := midhash(t, p)
+	scans := w.Stats().Scans
+	waitFor(t, "two rescans", func() bool { return w.Stats().Scans >= scans+2 })
+	if r, _ := st.row(p); r.CID != want {
+		t.Errorf("x.srt row cid %s after the rescans, want its new %s", r.CID, want)
+	}
+}

@@ -127,7 +127,7 @@ func (w *Watcher) registrable(rel string) (fileStat, error) {
 	case !fi.Mode().IsRegular():
 		return fileStat{}, fmt.Errorf("%w: %w", store.ErrBadPath, errNotRegular)
 	}
-	return fileStat{rel: rel, size: fi.Size(), mtime: fi.ModTime().UnixNano(), id: idOf(fi), live: true}, nil
+	return fileStat{rel: rel, size: fi.Size(), mtime: fi.ModTime().UnixNano(), id: idOf(fi), inodeSays: true}, nil
 }
 
 // cleanRel checks that rel stays inside the root and names a file the

@@ -338,7 +338,9 @@ func (w *Watcher) walk(ctx context.Context, dir string, file func(fileStat) erro
 				if err != nil {
 					continue // removed since the listing
 				}
-				if err := file(fileStat{rel: rel, size: fi.Size(), mtime: fi.ModTime().UnixNano(), id: idOf(fi)}); err != nil {
+				id := idOf(fi)
+				if err := file(fileStat{rel: rel, size: fi.Size(), mtime: fi.ModTime().UnixNano(), id: id,
+					inodeSays: id.known() && w.stableInodes(id.dev, d)}); err != nil {
 					return unreadable, err
 				}
 			}
@@ -363,4 +365,16 @@ func (w *Watcher) readDir(rel string) ([]fs.DirEntry, error) {
 	}
 	defer f.Close()
 	return f.ReadDir(-1)
+}
+
+// stableInodes reports whether the file system of device dev (dir, relative
+// to the root, is on it) keeps a file's inode for its life, so a scan may
+// take another inode at a known path as another file. Cached per device.
+func (w *Watcher) stableInodes(dev uint64, dir string) bool {
+	if v, ok := w.stableDevs.Load(dev); ok {
+		return v.(bool)
+	}
+	stable := !renumbersInodes(filepath.Join(w.rootAbs, filepath.FromSlash(dir)))
+	w.stableDevs.Store(dev, stable)
+	return stable
 }

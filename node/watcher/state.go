@@ -29,12 +29,13 @@ type fileStat struct {
 	// entry, possibly another file on a freed inode reused at once (ext4
 	// does): its size, mtime and inode prove nothing, it is hashed.
 	relinked bool
-	// live: looked at because of an event (or a register), not by a scan.
-	// Only then does another inode at a known path mean another file: some
-	// file systems (FUSE mounts such as rclone's, SMB with noserverino)
-	// number inodes anew after their cache forgets a file, and a scan that
-	// hashed every such file again would read the whole library each time.
-	live bool
+	// inodeSays: another inode at a known path means another file. So it
+	// does when an event (or a register) brought the look, and in a scan
+	// of a file system that keeps a file's inode for its life; not in a
+	// scan of one that numbers inodes anew once its cache forgets a file
+	// (FUSE mounts such as rclone's, SMB/CIFS: fileid_linux.go), where a
+	// rescan would otherwise hash every file of the library each time.
+	inodeSays bool
 }
 
 func (f fileStat) key() statKey { return statKey{f.size, f.mtime} }
@@ -59,12 +60,13 @@ type entry struct {
 func (e entry) key() statKey { return statKey{e.size, e.mtime} }
 
 // same reports whether f looks unchanged since e was hashed: the rule that
-// saves re-hashing. Same size and mtime, and, on a live look, the same
-// inode when both are known: a file replaced by another (cp -p, tar x,
-// rsync -t) keeps size and mtime but not the inode.
+// saves re-hashing. Same size and mtime, and, where the inode says (see
+// fileStat.inodeSays), the same inode when both are known: a file
+// replaced by another (cp -p, tar x, rsync -t) keeps size and mtime but
+// not the inode.
 func (e entry) same(f fileStat) bool {
 	return e.size == f.size && e.mtime == f.mtime && !f.relinked &&
-		(!f.live || !e.id.known() || !f.id.known() || e.id == f.id)
+		(!f.inodeSays || !e.id.known() || !f.id.known() || e.id == f.id)
 }
 
 // sameRow reports whether two entries make the same row (the inode is the
@@ -187,7 +189,7 @@ func (v *view) unchanged(f fileStat) bool {
 	if !ok || !e.same(f) {
 		return false
 	}
-	if f.id.known() && e.id != f.id { // learned, or numbered anew (see fileStat.live)
+	if f.id.known() && e.id != f.id { // learned, or numbered anew (see fileStat.inodeSays)
 		e.id = f.id
 		v.known[f.rel] = e
 	}

@@ -91,12 +91,14 @@ type Watcher struct {
 	// unlinked: the event loop saw a name removed (ignored names too) since
 	// its last flush: a moved file's inode may have been freed and reused.
 	unlinked bool
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	g        *errgroup.Group
-	ready    chan struct{}
-	loaded   chan struct{} // closed once the view holds the store's rows
-	rescanCh chan struct{} // capacity 1: requests coalesce
+	// stableDevs: device → whether its file system keeps inodes (scan.go).
+	stableDevs sync.Map
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
+	g          *errgroup.Group
+	ready      chan struct{}
+	loaded     chan struct{} // closed once the view holds the store's rows
+	rescanCh   chan struct{} // capacity 1: requests coalesce
 
 	opened    atomic.Bool
 	closeOnce sync.Once
