@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
+	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/store/storetest"
 )
 
@@ -114,5 +115,53 @@ func TestSchedule_FailedRerunIsRetried(t *testing.T) {
 		if !maps.Equal(sessions, want) {
 			t.Fatalf("sessions per peer: %v; want %v (a failed re-run tried again %d times, no more)", sessions, want, rerunRetries)
 		}
+	})
+}
+
+// The scheduler runs again, on its tick, a peer whose session left claims
+// to a session held open past maxDeferAge (inflight.expire): without the
+// tick's call the peer would wait for that session's end, up to
+// sessionTimeout. In virtual time.
+func TestSchedule_RerunsPeerWaitingForAHeldSession(t *testing.T) {
+	mn := mocknet.New()
+	t.Cleanup(func() { _ = mn.Close() })
+	h, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	honest := peer.ID("\xfd")
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var ran []peer.ID
+		s := &Swarm{host: h, log: storetest.Logger(t, 8), cfg: Config{SyncInterval: time.Hour},
+			connCh: make(chan peer.ID, 1), joinCh: make(chan peer.ID, 1),
+			cascadeCh: make(chan peer.ID, 1), resyncCh: make(chan struct{}, 1)}
+		s.sessionRun = func(_ context.Context, _ slots, p peer.ID, _ bool) sessionEnd {
+			mu.Lock()
+			defer mu.Unlock()
+			ran = append(ran, p)
+			return sessionDone
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		stopped := make(chan struct{})
+		go func() { defer close(stopped); s.runSyncScheduler(ctx) }()
+		synctest.Wait()
+		reg := s.flights()
+		cold := func() turnPlan { return turnPlan{ranges: []rangeEntry{emptyFP(store.MaxSyncItem)}} }
+		held := reg.begin("held", true)
+		ph := cold()
+		reg.claim(held, &ph)
+		w := reg.begin(honest, true)
+		pw := cold()
+		reg.claim(w, &pw)
+		reg.end(w) // honest now waits for held, which never ends
+		time.Sleep(maxDeferAge + 2*time.Second)
+		synctest.Wait()
+		cancel()
+		<-stopped
+		if len(ran) != 1 || ran[0] != honest {
+			t.Fatalf("sessions run: %q; want one with the peer that waited for the held session", ran)
+		}
+		reg.end(held)
 	})
 }
