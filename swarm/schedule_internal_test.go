@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
@@ -37,23 +38,18 @@ func TestSchedule_CatchUpWithinASecondOfConnection(t *testing.T) {
 			interest bool
 		}
 		sessions := make(chan session, 8)
-		s := &Swarm{host: h, log: storetest.Logger(t, 8), cfg: Config{SyncInterval: time.Hour},
-			connCh: make(chan peer.ID, 2), joinCh: make(chan peer.ID, 1),
-			cascadeCh: make(chan peer.ID, 1), resyncCh: make(chan struct{}, 1)}
+		s := schedulerOnly(t, h)
 		s.sessionRun = func(_ context.Context, _ slots, p peer.ID, interest bool) sessionEnd {
 			sessions <- session{p: p, interest: interest}
 			return sessionDone
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		stopped := make(chan struct{})
-		go func() { defer close(stopped); s.runSyncScheduler(ctx) }()
+		stop := startScheduler(t, s)
 
 		s.connCh <- below
 		s.connCh <- above
 		time.Sleep(promise)
 		synctest.Wait()
-		cancel()
-		<-stopped
+		stop()
 		close(sessions)
 		var got []session
 		var with []string
@@ -85,9 +81,7 @@ func TestSchedule_FailedRerunIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		sessions := map[peer.ID]int{}
-		s := &Swarm{host: h, log: storetest.Logger(t, 8), cfg: Config{SyncInterval: time.Hour},
-			connCh: make(chan peer.ID, 2), joinCh: make(chan peer.ID, 1),
-			cascadeCh: make(chan peer.ID, 1), resyncCh: make(chan struct{}, 1)}
+		s := schedulerOnly(t, h)
 		s.sessionRun = func(_ context.Context, _ slots, p peer.ID, _ bool) sessionEnd {
 			mu.Lock()
 			defer mu.Unlock()
@@ -97,9 +91,7 @@ func TestSchedule_FailedRerunIsRetried(t *testing.T) {
 			}
 			return sessionDone
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		stopped := make(chan struct{})
-		go func() { defer close(stopped); s.runSyncScheduler(ctx) }()
+		stop := startScheduler(t, s)
 		synctest.Wait()
 		reg := s.flights()
 		reg.mu.Lock()
@@ -109,8 +101,7 @@ func TestSchedule_FailedRerunIsRetried(t *testing.T) {
 		s.connCh <- plain
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
-		cancel()
-		<-stopped
+		stop()
 		want := map[peer.ID]int{failing: 1 + rerunRetries, once: 2, plain: 1}
 		if !maps.Equal(sessions, want) {
 			t.Fatalf("sessions per peer: %v; want %v (a failed re-run tried again %d times, no more)", sessions, want, rerunRetries)
@@ -133,18 +124,14 @@ func TestSchedule_RerunsPeerWaitingForAHeldSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var ran []peer.ID
-		s := &Swarm{host: h, log: storetest.Logger(t, 8), cfg: Config{SyncInterval: time.Hour},
-			connCh: make(chan peer.ID, 1), joinCh: make(chan peer.ID, 1),
-			cascadeCh: make(chan peer.ID, 1), resyncCh: make(chan struct{}, 1)}
+		s := schedulerOnly(t, h)
 		s.sessionRun = func(_ context.Context, _ slots, p peer.ID, _ bool) sessionEnd {
 			mu.Lock()
 			defer mu.Unlock()
 			ran = append(ran, p)
 			return sessionDone
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		stopped := make(chan struct{})
-		go func() { defer close(stopped); s.runSyncScheduler(ctx) }()
+		stop := startScheduler(t, s)
 		synctest.Wait()
 		reg := s.flights()
 		cold := func() turnPlan { return turnPlan{ranges: []rangeEntry{emptyFP(store.MaxSyncItem)}} }
@@ -157,11 +144,28 @@ func TestSchedule_RerunsPeerWaitingForAHeldSession(t *testing.T) {
 		reg.end(w) // honest now waits for held, which never ends
 		time.Sleep(maxDeferAge + 2*time.Second)
 		synctest.Wait()
-		cancel()
-		<-stopped
+		stop()
 		if len(ran) != 1 || ran[0] != honest {
 			t.Fatalf("sessions run: %q; want one with the peer that waited for the held session", ran)
 		}
 		reg.end(held)
 	})
+}
+
+// schedulerOnly is a swarm with just what its sync scheduler reads: its
+// host, a log, its channels; periodic rounds an hour apart. Tests set
+// sessionRun.
+func schedulerOnly(t *testing.T, h host.Host) *Swarm {
+	return &Swarm{host: h, log: storetest.Logger(t, 8), cfg: Config{SyncInterval: time.Hour},
+		connCh: make(chan peer.ID, 2), joinCh: make(chan peer.ID, 1),
+		cascadeCh: make(chan peer.ID, 1), resyncCh: make(chan struct{}, 1)}
+}
+
+// startScheduler runs s's sync scheduler; stop ends it and waits for it
+// and its sessions.
+func startScheduler(t *testing.T, s *Swarm) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); s.runSyncScheduler(ctx) }()
+	return func() { cancel(); <-stopped }
 }
