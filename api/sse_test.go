@@ -476,12 +476,18 @@ func resumeAll(t *testing.T, e *env, body io.Reader, n int) {
 // TestSSE_SlowConsumer: a burst larger than a subscriber's buffer drops
 // the stream (the writer does not wait), the stream ends cleanly, and the
 // consumer resumes from its last id without losing or repeating an event.
+// Small socket buffers on both ends and a client that reads only after the
+// burst make the drop certain: with the kernel's default buffers the
+// handler could drain the subscription as fast as the writer filled it,
+// and the stream, never dropped, was read until the test timed out (CI).
 func TestSSE_SlowConsumer(t *testing.T) {
-	e := newEnv(t, withStore(func(c *store.Config) { c.SubscriberBuffer = 64 }))
-	ctx, cancel := context.WithCancel(t.Context())
+	ln, hc := narrowLink(t)
+	e := newEnv(t, withStore(func(c *store.Config) { c.SubscriberBuffer = 64 }),
+		withAPI(func(c *api.Config) { c.Listener = ln }))
+	ctx, cancel := context.WithTimeout(t.Context(), waitLimit) // bounds the reads below
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/api/events/files", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,18 +506,14 @@ func TestSSE_SlowConsumer(t *testing.T) {
 	resumeAll(t, e, resp.Body, n)
 }
 
-// TestSSE_StalledConsumer: a client that stops reading altogether is cut
-// after SSEWriteTimeout, never holding up the writer, and resumes.
-func TestSSE_StalledConsumer(t *testing.T) {
+// narrowLink returns a listener whose connections have a small send buffer
+// and a client whose connections have a tiny receive buffer, so that a
+// server writing to a client that does not read backs up after a few KiB.
+func narrowLink(t *testing.T) (net.Listener, *http.Client) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, withAPI(func(c *api.Config) {
-		c.SSEWriteTimeout = 100 * time.Millisecond
-		c.Listener = smallSendBuffers{ln}
-	}))
-	// A tiny receive buffer, so the server's writes back up quickly.
 	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) { serr = setRecvBuffer(fd, 2048) })
@@ -521,7 +523,18 @@ func TestSSE_StalledConsumer(t *testing.T) {
 		return serr
 	}}
 	hc := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
-	defer hc.CloseIdleConnections()
+	t.Cleanup(hc.CloseIdleConnections)
+	return smallSendBuffers{ln}, hc
+}
+
+// TestSSE_StalledConsumer: a client that stops reading altogether is cut
+// after SSEWriteTimeout, never holding up the writer, and resumes.
+func TestSSE_StalledConsumer(t *testing.T) {
+	ln, hc := narrowLink(t)
+	e := newEnv(t, withAPI(func(c *api.Config) {
+		c.SSEWriteTimeout = 100 * time.Millisecond
+		c.Listener = ln
+	}))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/api/events/files", nil)
