@@ -1,0 +1,150 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/metanode/metanode/api"
+)
+
+// Checks of the merged settings (config.go loads them).
+
+// validateOne checks one setting's shape.
+func (c *Config) validateOne(name string) error {
+	if s := settingNamed(name); s != nil && s.check != nil {
+		if msg := s.check(c); msg != "" {
+			return &ConfigError{Field: s.name, Value: valueString(s.field(c)), Err: errors.New(msg)}
+		}
+	}
+	return nil
+}
+
+// Validate checks every setting's shape (files are not opened here).
+func (c *Config) Validate() error {
+	for _, s := range settings {
+		if s.check == nil {
+			continue
+		}
+		if msg := s.check(c); msg != "" {
+			return &ConfigError{Field: s.name, Value: valueString(s.field(c)), Err: errors.New(msg)}
+		}
+	}
+	return nil
+}
+
+func valueString(p any) string {
+	switch p := p.(type) {
+	case *string:
+		return *p
+	case *[]string:
+		return strings.Join(*p, ",")
+	case *bool:
+		return strconv.FormatBool(*p)
+	case *int:
+		return strconv.Itoa(*p)
+	}
+	return ""
+}
+
+func notEmpty(s string) string {
+	if s == "" {
+		return "must be set"
+	}
+	return ""
+}
+
+func oneOf(v string, allowed ...string) string {
+	if slices.Contains(allowed, v) {
+		return ""
+	}
+	return "must be one of " + strings.Join(allowed, ", ")
+}
+
+func checkHTTP(c *Config) string {
+	host, port, err := net.SplitHostPort(c.HTTP)
+	if err != nil {
+		return "want host:port, e.g. 127.0.0.1:9000"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "port must be a number from 0 to 65535"
+	}
+	if host != "" && host != "localhost" && net.ParseIP(host) == nil {
+		return "host must be an IP address or localhost"
+	}
+	return ""
+}
+
+// checkHostNames: names as a browser puts them in Host, without a port
+// or scheme (api.Config.AllowedHosts compares names only), or "*".
+func checkHostNames(c *Config) string {
+	for _, h := range c.HTTPAllowed {
+		ok := h != ""
+		if h == api.AnyHost {
+			continue
+		}
+		for _, r := range h {
+			if !(r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				ok = false
+			}
+		}
+		if !ok {
+			return fmt.Sprintf("%q: want a host name without scheme or port, e.g. metanode or media.example.org, or * for any", h)
+		}
+	}
+	return ""
+}
+
+func checkListen(c *Config) string {
+	if len(c.Listen) == 0 {
+		return "give at least one multiaddr, e.g. /ip4/0.0.0.0/tcp/4001"
+	}
+	for _, a := range c.Listen {
+		if _, err := ma.NewMultiaddr(a); err != nil {
+			return fmt.Sprintf("%q is not a multiaddr: %v", a, err)
+		}
+	}
+	return ""
+}
+
+func checkBootstrap(c *Config) string { return checkPeerAddrs(c.Bootstrap) }
+
+func checkPeerAddrs(addrs []string) string {
+	for _, a := range addrs {
+		if _, err := peer.AddrInfoFromString(a); err != nil {
+			return fmt.Sprintf("%q is not a multiaddr ending in /p2p/<peerId>: %v", a, err)
+		}
+	}
+	return ""
+}
+
+func checkSwarmName(c *Config) string {
+	if !validSwarmName(c.Swarm) {
+		return "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+	}
+	return ""
+}
+
+// validSwarmName: the name becomes part of topic and protocol names and
+// is written into config files (where ${VAR} is expanded), so it keeps to
+// a plain alphabet.
+func validSwarmName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case i > 0 && (r == '.' || r == '_' || r == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
