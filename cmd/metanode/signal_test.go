@@ -39,16 +39,7 @@ func TestE2E_SignalsDrainThenForce(t *testing.T) {
 		t.Fatalf("serve exited (%v) with a request in flight: no drain\n%s", err, srv.logs.String())
 	default:
 	}
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	select {
-	case err = <-srv.done:
-		srv.done <- err
-	case <-time.After(60 * time.Second):
-		t.Fatal("serve did not exit after the second signal")
-	}
+	err := termAndWait(t, srv)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("serve after two signals: %v, want exit 1", err)
@@ -101,17 +92,7 @@ func TestE2E_OneSignalWithSlowClientExitsZero(t *testing.T) {
 	}
 	srv := startServe(t, filepath.Join(t.TempDir(), "data"))
 	holdRequest(t, srv) // past the drain
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	select {
-	case err = <-srv.done:
-		srv.done <- err
-	case <-time.After(60 * time.Second):
-		t.Fatal("serve did not exit within 60 s of one SIGTERM")
-	}
-	if err != nil {
+	if err := termAndWait(t, srv); err != nil {
 		t.Fatalf("serve after one SIGTERM with a slow client: %v, want exit 0\n%s", err, srv.logs.String())
 	}
 	if !strings.Contains(srv.logs.String(), "requests still running after the shutdown timeout were cut") {
@@ -138,4 +119,20 @@ func holdRequest(t *testing.T, srv *server) {
 		t.Fatalf("want 100 Continue from the handler: %q %v", line, err)
 	}
 	fmt.Fprintf(conn, "{\"claims\":[") // part of the body: the handler waits for the rest
+}
+
+// termAndWait sends serve a SIGTERM and returns how it exited (within 60 s).
+func termAndWait(t *testing.T, srv *server) error {
+	t.Helper()
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-srv.done:
+		srv.done <- err
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not exit within 60 s of a SIGTERM")
+		return nil
+	}
 }
