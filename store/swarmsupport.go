@@ -124,7 +124,7 @@ func (s *Store) ClaimsInRange(ctx context.Context, lo, hi SyncItem, limit int) (
 		}
 		last := cs[len(cs)-1]
 		cur = SyncItem{TS: last.TS, ID: last.ID()}
-		cur = next(cur)
+		cur = cur.Next()
 		out = append(out, s.shared(cs)...)
 		if len(cs) < page {
 			break
@@ -140,18 +140,6 @@ func clampItem(it SyncItem) (int64, []byte) {
 		return math.MaxInt64, MaxSyncItem.ID[:]
 	}
 	return int64(it.TS), it.ID[:]
-}
-
-// next returns the smallest item greater than it.
-func next(it SyncItem) SyncItem {
-	for i := len(it.ID) - 1; i >= 0; i-- {
-		it.ID[i]++
-		if it.ID[i] != 0 {
-			return it
-		}
-	}
-	it.TS++
-	return it
 }
 
 // claimsWhere runs a query whose columns are cid, key, pid, value, ts, id, sig.

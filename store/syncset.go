@@ -27,6 +27,18 @@ func (a SyncItem) Compare(b SyncItem) int {
 	return a.ID.Compare(b.ID)
 }
 
+// Next returns the least item greater than a.
+func (a SyncItem) Next() SyncItem {
+	for i := len(a.ID) - 1; i >= 0; i-- {
+		a.ID[i]++
+		if a.ID[i] != 0 {
+			return a
+		}
+	}
+	a.TS++
+	return a
+}
+
 // MinSyncItem and MaxSyncItem bound the whole set: every item x satisfies
 // MinSyncItem <= x < MaxSyncItem (a claim with ts = 2^64-1 is always rejected
 // as future-dated, so MaxSyncItem is never an element).

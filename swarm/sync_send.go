@@ -111,23 +111,11 @@ func (ss *session) streamRange(ctx context.Context, cw *claimWriter, pr pushRang
 		if len(claims) < claimsPage {
 			return nil
 		}
-		lo = successor(store.SyncItem{TS: last.TS, ID: last.ID()})
+		lo = store.SyncItem{TS: last.TS, ID: last.ID()}.Next()
 		if lo.Compare(pr.hi) >= 0 {
 			return nil
 		}
 	}
-}
-
-// successor returns the least item greater than it.
-func successor(it store.SyncItem) store.SyncItem {
-	for i := len(it.ID) - 1; i >= 0; i-- {
-		it.ID[i]++
-		if it.ID[i] != 0 {
-			return it
-		}
-	}
-	it.TS++
-	return it
 }
 
 // claimWriter packs claims into CLAIMS frames.

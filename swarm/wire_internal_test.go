@@ -292,7 +292,7 @@ func TestShortID_Span(t *testing.T) {
 	if lo.Compare(it) > 0 || hi.Compare(it) <= 0 {
 		t.Fatalf("span %v..%v does not hold %v", lo, hi, it)
 	}
-	if s := successor(it); s.Compare(it) <= 0 {
+	if s := it.Next(); s.Compare(it) <= 0 {
 		t.Fatal("successor not greater")
 	}
 }
