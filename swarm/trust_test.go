@@ -143,7 +143,10 @@ func TestSync_VouchInSameBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Refused != 0 || st.ClaimsRecvd != 21 || !home.holds(pclaims...) {
+	// Moved, not Recvd: gossipsub may hand home one of src's recent
+	// messages (IHAVE from its message cache) before the session stores
+	// it, and the session then counts that claim as held, not new.
+	if st.Refused != 0 || st.ClaimsMoved != 21 || !home.holds(pclaims...) {
 		t.Fatalf("one session: %+v; home holds P's claims: %v", st, home.holds(pclaims...))
 	}
 }
