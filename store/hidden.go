@@ -80,6 +80,11 @@ func (w *writer) recomputeInFull(b *batch) {
 			b.full[rid] = true
 		}
 	}
+	for cid := range b.revoted {
+		if rid, ok := w.s.groups.ridOf(cid); ok {
+			b.full[rid] = true
+		}
+	}
 }
 
 // loadHidden reads the hidden groups at boot.

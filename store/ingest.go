@@ -20,24 +20,25 @@ type cbpRow struct {
 // transaction changed, for the cache transaction to apply.
 type batch struct {
 	w         *writer
-	rows      map[ck][]row    // every stored row of a (cid, key), as of now in the transaction
-	fresh     map[string]bool // cids known to have no rows before this batch
-	keys      map[ck]struct{} // (cid, key) whose merged value may have changed
-	claimed   map[string]bool // cids a claim of this batch was stored for
-	regrouped map[string]bool // rids a join or split changed (their cids moved)
-	full      map[string]bool // rids to recompute in full (joined, gained a cid)
-	created   map[string]bool // rids created in this batch: no cache rows yet
-	lost      map[string]bool // rids absorbed by a join
-	local     map[string]bool // rids whose box-local fields to refresh
-	fts       map[string]bool // rids whose search row to rewrite
-	added     [][2]string     // (rid, cid): a cid with no claims joined an existing group
-	regroup   []string        // cids whose group lost a signer's links: split if no longer connected
-	edges     []edgeRef       // links stored in this batch
-	cbp       []cbpRow        // new claim_by_pid rows
-	sync      []syncOp        // sync set changes, in order
-	events    []streamEvent   // events written in this batch, for the subscribers
-	tRows     []driver.Value  // truth rows decided but not yet written (8 values each), see flushTruthRows
-	claims    int             // claims that reached the writer
+	rows      map[ck][]row        // every stored row of a (cid, key), as of now in the transaction
+	fresh     map[string]bool     // cids known to have no rows before this batch
+	keys      map[ck]struct{}     // (cid, key) whose merged value may have changed
+	revoted   map[string]struct{} // cids a signer's trust change re-merges in full
+	claimed   map[string]bool     // cids a claim of this batch was stored for
+	regrouped map[string]bool     // rids a join or split changed (their cids moved)
+	full      map[string]bool     // rids to recompute in full (joined, gained a cid)
+	created   map[string]bool     // rids created in this batch: no cache rows yet
+	lost      map[string]bool     // rids absorbed by a join
+	local     map[string]bool     // rids whose box-local fields to refresh
+	fts       map[string]bool     // rids whose search row to rewrite
+	added     [][2]string         // (rid, cid): a cid with no claims joined an existing group
+	regroup   []string            // cids whose group lost a signer's links: split if no longer connected
+	edges     []edgeRef           // links stored in this batch
+	cbp       []cbpRow            // new claim_by_pid rows
+	sync      []syncOp            // sync set changes, in order
+	events    []streamEvent       // events written in this batch, for the subscribers
+	tRows     []driver.Value      // truth rows decided but not yet written (8 values each), see flushTruthRows
+	claims    int                 // claims that reached the writer
 
 	hay map[string]map[string]string // haystack fields of rids created in this batch, as setField wrote them
 
@@ -57,6 +58,7 @@ func newBatch(w *writer) *batch {
 		rows:      map[ck][]row{},
 		fresh:     map[string]bool{},
 		keys:      map[ck]struct{}{},
+		revoted:   map[string]struct{}{},
 		claimed:   map[string]bool{},
 		regrouped: map[string]bool{},
 		full:      map[string]bool{},
@@ -547,40 +549,37 @@ func (w *writer) trustDelta(b *batch, from, to *trustView) error {
 		if !ok {
 			continue
 		}
-		var keys []ck
-		seen := map[ck]bool{} // a catch-up may have added an entry twice
-		add := func(k ck) {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
+		// A signer's claims stream from claim_by_pid, plus this batch's new
+		// ones. At scale (a plugin with 117,000 claims) nothing here may
+		// hold a copy of all its keys: a trust change keeps only the cids
+		// whose records it re-merges. An entry listed twice (see
+		// recover.go) yields its op twice, which the sync set ignores (it
+		// neither adds an item it has nor removes one it lacks).
+		visit := func(k ck) error {
+			it, ok, err := w.rowItem(b, k, pid)
+			if err != nil || !ok {
+				return err
 			}
+			b.revoted[k.cid] = struct{}{}
+			op := syncOp{pid: pid, add: it, hasAdd: true}
+			if !now {
+				op = syncOp{pid: pid, del: it, hasDel: true}
+			}
+			b.sync = append(b.sync, op)
+			return nil
 		}
 		err := w.cSelCBP.query(func(d []driver.Value) error {
-			add(ck{asString(d[0]), asString(d[1])})
-			return nil
+			return visit(ck{asString(d[0]), asString(d[1])})
 		}, pid)
 		if err != nil {
 			return err
 		}
 		for _, r := range b.cbp {
 			if r.pid == pid {
-				add(ck{r.cid, r.key})
+				if err := visit(ck{r.cid, r.key}); err != nil {
+					return err
+				}
 			}
-		}
-		for _, k := range keys {
-			it, ok, err := w.rowItem(b, k, pid)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				continue
-			}
-			b.keys[k] = struct{}{}
-			op := syncOp{pid: pid, add: it, hasAdd: true}
-			if !now {
-				op = syncOp{pid: pid, del: it, hasDel: true}
-			}
-			b.sync = append(b.sync, op)
 		}
 		edges, err := w.edgesBy(pid)
 		if err != nil {

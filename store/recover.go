@@ -247,7 +247,8 @@ func (w *writer) catchUpFrom(ctx context.Context, applied int64) error {
 	link := false
 	// A claim past applied may replace a row whose claim_by_pid entry the
 	// cache already holds (under its first seq): the entry is then added
-	// twice, which readers of claim_by_pid tolerate (trustDelta dedupes).
+	// twice, which readers of claim_by_pid tolerate (trustDelta's sync ops are
+	// idempotent).
 	err := w.t.queryOnce(`SELECT cid, key, pid, seq FROM claim WHERE seq > ?`, func(d []driver.Value) error {
 		cid, key := asString(d[0]), asString(d[1])
 		if IsLinkKey(key) {

@@ -111,3 +111,67 @@ func TestRebuild_NewCacheGapsFileCursors(t *testing.T) {
 		t.Fatal("a files cursor into the lost cache resumed without a Gap (b.mkv's add is silently gone)")
 	}
 }
+
+// TestTrustChange_DuplicateClaimByPID: a catch-up can list a claim twice
+// in claim_by_pid (recover.go); a trust change then meets it twice, and the
+// sync set must still lose and regain exactly the signer's claims.
+func TestTrustChange_DuplicateClaimByPID(t *testing.T) {
+	ctx := context.Background()
+	v, _ := GenerateSigner()
+	o, _ := GenerateSigner()
+	dir := t.TempDir()
+	cfg := Config{TruthPath: filepath.Join(dir, "t.db"), CachePath: filepath.Join(dir, "c.db"), Trust: TrustOpen,
+		Logger: slog.New(slog.DiscardHandler)}
+	s := New(cfg)
+	if err := s.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var cs []Claim
+	for i := range 20 {
+		cs = append(cs, v.Text(testCID(i), "title", "by v", uint64(10+i)), o.Text(testCID(i), "year", "2001", uint64(10+i)))
+	}
+	if _, err := s.Submit(ctx, cs, SubmitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	<-s.SyncReady()
+	// Every entry listed twice, under another seq, as a catch-up leaves it.
+	db, err := openDB(cfg.CachePath, cacheWriter, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.ExecContext(ctx, `INSERT INTO claim_by_pid(pid, seq, cid, key) SELECT pid, seq + 1000000, cid, key FROM claim_by_pid`)
+	if n, _ := res.RowsAffected(); err != nil || n != 40 {
+		t.Fatalf("duplicating claim_by_pid: %d rows, %v", n, err)
+	}
+	db.Close()
+
+	if n := s.sync.Len(); n != 40 {
+		t.Fatalf("sync set before: %d items, want 40", n)
+	}
+	if err := s.Distrust(ctx, v.UID()); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.sync.Len(); n != 20 {
+		t.Fatalf("sync set after distrust: %d items, want 20 (o's)", n)
+	}
+	if _, err := s.Field(ctx, testCID(3), "title"); err == nil {
+		t.Fatal("the distrusted signer's title still counts")
+	}
+	if err := s.Trust(ctx, v.UID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.sync.Len(); n != 40 {
+		t.Fatalf("sync set after trusting again: %d items, want 40", n)
+	}
+	want := NewSyncSet()
+	for _, c := range cs {
+		want.Add(SyncItem{TS: c.TS, ID: c.ID()})
+	}
+	if got, exp := s.sync.Summary(MinSyncItem, MaxSyncItem), want.Summary(MinSyncItem, MaxSyncItem); got != exp {
+		t.Fatal("sync set after trusting again differs from the claims'")
+	}
+	if got, err := s.Field(ctx, testCID(3), "title"); err != nil || got != "by v" {
+		t.Fatalf("title after trusting again: %q %v", got, err)
+	}
+}
