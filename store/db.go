@@ -48,21 +48,25 @@ func dsn(path string, kind dbKind) string {
 	q.Add("_pragma", "journal_mode(wal)")
 	q.Add("_pragma", "foreign_keys(off)")
 	q.Add("_pragma", "temp_store(memory)")
-	// Page caches: measured, the process pays about 2.5 times the
-	// configured size (each page buffer is rounded up by the allocator),
-	// so the writers' caches are kept modest; bigger ones bought the
-	// writer only a few percent of CPU per claim.
+	// Page caches: the process pays about twice the configured size. The
+	// C allocator (modernc.org/memory) hands out power-of-two slots and a
+	// cached page is a page plus ~300 bytes, so a 4 KiB page takes an
+	// 8 KiB slot (a 8 KiB page, 16 KiB of which 12 are touched). So the
+	// caches are kept modest: the truth writer's and the readers' were
+	// halved (from 8 MiB and 2 MiB) for 13 MB less RSS at a million
+	// claims, at no measurable cost to ingest or reads; bigger ones
+	// bought the writer only a few percent of CPU per claim.
 	switch kind {
 	case truthWriter:
 		q.Add("_pragma", "synchronous(full)")
-		q.Add("_pragma", "cache_size(-8192)") // KiB
+		q.Add("_pragma", "cache_size(-4096)") // KiB
 		q.Add("_pragma", "wal_autocheckpoint(16000)")
 	case cacheWriter:
 		q.Add("_pragma", "synchronous(normal)")
 		q.Add("_pragma", "cache_size(-16384)")
 		q.Add("_pragma", "wal_autocheckpoint(16000)")
 	case readPool:
-		q.Add("_pragma", "cache_size(-2048)")
+		q.Add("_pragma", "cache_size(-1024)")
 		q.Add("_pragma", "query_only(1)")
 	}
 	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
