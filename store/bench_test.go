@@ -3,10 +3,12 @@ package store_test
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -57,6 +59,14 @@ func verifyRate(tb testing.TB, d *storetest.Dataset, tables bool) (float64, time
 		}
 	}
 	return float64(len(sample)) / time.Since(start).Seconds(), (cpuTime() - cpu0) / time.Duration(len(sample))
+}
+
+// memLimitString is the Go runtime's soft memory limit, "none" when unset.
+func memLimitString() string {
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		return strconv.FormatInt(l>>20, 10) + " MiB"
+	}
+	return "none"
 }
 
 // resetPeak starts a new window for VmHWM (Linux 4.0+: the peak goes back
@@ -230,6 +240,9 @@ func BenchmarkStore(b *testing.B) {
 		b.Fatal(err)
 	}
 	rebuild := time.Since(t0)
+	// The sync set loads after Open returns; its load belongs to this
+	// phase (as after the restart above), not to the trust change below.
+	<-s.SyncReady()
 	hwmRebuild := procStatus("VmHWM")
 	runtime.GC()
 	resetPeak()
@@ -310,6 +323,7 @@ func BenchmarkStore(b *testing.B) {
 		tabled, tabledCPU, rate/tabled, float64(tabledCPU)/float64(ingestCPU),
 		p50, p99, readRate, readers, restart.Round(time.Millisecond), syncReady.Round(time.Millisecond),
 		rebuild.Round(time.Millisecond), vandalClaims, distrust.Round(time.Millisecond), retrust.Round(time.Millisecond), ownBatch, len(writeWaits), writeP50.Round(time.Millisecond), writeMax.Round(time.Millisecond), rssIngest>>20, hwmIngest>>20, goHeap>>20, goSys>>20, rssServing>>20)
+	b.Logf("Go memory limit in effect: %s (the node's default, memory-limit auto, is 160 MiB at this scale: run with GOMEMLIMIT=160MiB to measure as the node runs)", memLimitString())
 	b.Logf("peak RSS by phase (each its own window): ingest %d MB, reads and restart %d MB, full rebuild %d MB, trust changes %d MB; "+
 		"the benchmark's own before the store opened (dataset, binary) %d MB",
 		hwmIngest>>20, hwmServe>>20, hwmRebuild>>20, hwmTrust>>20, rssBase>>20)
