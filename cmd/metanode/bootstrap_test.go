@@ -125,7 +125,7 @@ func TestLoadConfig_BootstrapProfileDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if profile.MDNS || profile.MaxConns != 512 || !slices.Equal(profile.Listen, BootstrapListen) || profile.Trust != "open" {
+	if profile.MDNS || profile.MaxConns != 512 || !slices.Equal(profile.Listen, BootstrapListen) || profile.Trust != "open" || profile.MemoryLimit != "off" {
 		t.Fatalf("--profile bootstrap alone:\n%s", profile)
 	}
 	yml, _, err := LoadConfig(loadOptions{getenv: envMap(env), configPath: "../../configs/bootstrap.yml"})

@@ -40,6 +40,7 @@ type Config struct {
 	PortMap        bool     `yaml:"port-map"`           // ask the router for a port mapping
 	LogLevel       string   `yaml:"log-level"`          // debug | info | warn | error
 	LogFormat      string   `yaml:"log-format"`         // text | json
+	MemoryLimit    string   `yaml:"memory-limit"`       // auto | off | a size (memlimit.go)
 }
 
 // DefaultListen are the swarm's listen addresses unless told otherwise.
@@ -68,6 +69,7 @@ func DefaultConfig() Config {
 		MaxConns:       64,
 		LogLevel:       "info",
 		LogFormat:      "text",
+		MemoryLimit:    "auto",
 	}
 }
 
@@ -126,6 +128,13 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.LogLevel }, check: func(c *Config) string { return oneOf(c.LogLevel, "debug", "info", "warn", "error") }},
 	{name: "log-format", env: []string{"METANODE_LOG_FORMAT"}, usage: "log format: text or json",
 		field: func(c *Config) any { return &c.LogFormat }, check: func(c *Config) string { return oneOf(c.LogFormat, "text", "json") }},
+	{name: "memory-limit", env: []string{"METANODE_MEMORY_LIMIT"}, usage: "soft limit on the Go heap: auto (160MiB, raised with a larger library; off on a bootstrap node), off, or a size such as 512MiB; GOMEMLIMIT wins",
+		field: func(c *Config) any { return &c.MemoryLimit }, check: func(c *Config) string {
+			if _, err := parseMemoryLimit(c.MemoryLimit); err != nil {
+				return err.Error()
+			}
+			return ""
+		}},
 }
 
 func settingNamed(name string) *setting {
@@ -338,7 +347,8 @@ func (s *setting) parse(c *Config, vals []string, src string) error {
 // applyProfile fills what no layer set. The bootstrap profile trusts any
 // valid signer by default, runs no mDNS (a server has no LAN to discover),
 // keeps 512 connections, listens on IPv4 and IPv6 (the values of
-// configs/bootstrap.yml), keeps everything and runs no watcher: a files
+// configs/bootstrap.yml), sets no memory limit, keeps everything and runs
+// no watcher: a files
 // root from the config file or a flag is refused, one from the environment
 // alone is dropped and recorded in layers.ignored (the container image sets
 // FILES_PATH for every command).
@@ -358,6 +368,9 @@ func (c *Config) applyProfile(layers *configLayers) error {
 	}
 	if !set["listen"] {
 		c.Listen = slices.Clone(BootstrapListen)
+	}
+	if !set["memory-limit"] {
+		c.MemoryLimit = "off" // it holds the swarm's claims: Go's defaults
 	}
 	if c.Files != "" {
 		const why = "a bootstrap node runs no file watcher"

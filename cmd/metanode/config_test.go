@@ -241,6 +241,8 @@ func TestLoadConfig_Errors(t *testing.T) {
 		{name: "relay without peer", env: map[string]string{"METANODE_RELAYS": "/ip4/1.2.3.4/tcp/4001"}, field: "relays"},
 		{name: "log level", yaml: "log-level: loud\n", field: "log-level"},
 		{name: "log format", yaml: "log-format: xml\n", field: "log-format"},
+		{name: "memory limit unit", env: map[string]string{"METANODE_MEMORY_LIMIT": "512MB"}, field: "memory-limit"},
+		{name: "memory limit too small", flags: map[string][]string{"memory-limit": {"16MiB"}}, field: "memory-limit"},
 		{name: "bootstrap with files", yaml: "profile: bootstrap\nfiles: /srv\n", field: "files"},
 		{name: "bootstrap with interest", yaml: "profile: bootstrap\nreplicate: interest\n", field: "replicate"},
 	} {
@@ -303,13 +305,13 @@ func TestLoadConfig_Profile(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc := got.NodeConfig()
-	if got.Trust != "open" || !nc.DHTServer || !nc.RelayService || !nc.PeerExchange || nc.FilesRoot != "" {
+	if got.Trust != "open" || !nc.DHTServer || !nc.RelayService || !nc.PeerExchange || nc.FilesRoot != "" || got.MemoryLimit != "off" {
 		t.Fatalf("bootstrap: trust %q, node config %+v", got.Trust, nc)
 	}
-	// An explicit trust wins over the profile's default.
-	got, _, err = LoadConfig(loadOptions{getenv: env, flags: map[string][]string{"profile": {"bootstrap"}, "trust": {"list"}}})
-	if err != nil || got.Trust != "list" {
-		t.Fatalf("bootstrap with --trust list: trust %q, err %v", got.Trust, err)
+	// An explicit trust or memory limit wins over the profile's default.
+	got, _, err = LoadConfig(loadOptions{getenv: env, flags: map[string][]string{"profile": {"bootstrap"}, "trust": {"list"}, "memory-limit": {"auto"}}})
+	if err != nil || got.Trust != "list" || got.MemoryLimit != "auto" {
+		t.Fatalf("bootstrap with --trust list --memory-limit auto: trust %q, memory limit %q, err %v", got.Trust, got.MemoryLimit, err)
 	}
 	// A home: no relay, no peer exchange; auto-trust off maps to NoAutoTrust.
 	got, _, err = LoadConfig(loadOptions{getenv: env, flags: map[string][]string{"auto-trust-local": {"false"}, "mdns": {"false"}}})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -66,11 +67,14 @@ type cli struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	clients        []*api.Client // closed when the command ends
+	// setMemoryLimit is debug.SetMemoryLimit in the binary; nil in tests
+	// that run nodes in their own process (the limit is process-wide).
+	setMemoryLimit func(int64) int64
 }
 
 // run executes one command line and returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, setMemoryLimit: debug.SetMemoryLimit}
 	return c.run(ctx, args)
 }
 

@@ -121,6 +121,8 @@ func (c *cli) runNode(ctx context.Context, cfg Config, layers configLayers, then
 				Err: fmt.Errorf("make its directory: %w; choose a path you can write", err)}
 		}
 	}
+	mem := startMemoryGovernor(cfg.MemoryLimit, c.getenv("GOMEMLIMIT"), c.setMemoryLimit, logger)
+	defer mem.Close()
 	ncfg := cfg.NodeConfig()
 	ncfg.Logger = logger
 	n := node.New(ncfg)

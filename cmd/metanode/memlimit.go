@@ -1,0 +1,160 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The memory-limit setting: a soft limit on the Go runtime's own memory
+// (debug.SetMemoryLimit; SQLite's page caches are outside it).
+//
+// Go's collector lets the heap grow to twice what is live before it
+// collects, and keeps what it freed for a while. A home node of a million
+// claims holds about 75 MB live, yet a trust change that re-merges every
+// record took the process past 300 MB (docs/benchmarks.md, "Memory by
+// phase"). "auto", the home default, sets a soft limit of memoryFloor and
+// raises it to twice the live heap when that grows past it (a larger
+// library), so the collector never works harder than Go's defaults would
+// make it; it only stops the heap from overshooting and makes it hand
+// freed memory back sooner. A bootstrap node's default is "off" (Go's
+// defaults). GOMEMLIMIT, when set, wins over the setting.
+const (
+	memoryFloor   = 160 << 20 // at a million claims every phase then stayed under 300 MB of RSS
+	memoryMinimum = 64 << 20  // below it a node cannot even load its sync set
+	memoryRecheck = 30 * time.Second
+)
+
+// parseMemoryLimit reads a memory-limit value: auto, off, or a size in
+// GOMEMLIMIT's syntax (bytes with an optional B, KiB, MiB, GiB or TiB).
+// It returns the size, or 0 for auto and -1 for off.
+func parseMemoryLimit(v string) (int64, error) {
+	switch v {
+	case "auto":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	num, mult := v, int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}} {
+		if s, ok := strings.CutSuffix(v, u.suffix); ok {
+			num, mult = s, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, errors.New("want auto, off, or a size such as 256MiB or 1GiB")
+	}
+	if n*mult < memoryMinimum {
+		return 0, fmt.Errorf("at least %dMiB: a node needs that much to load its sync set", memoryMinimum>>20)
+	}
+	return n * mult, nil
+}
+
+// limitFor is auto's limit for a live heap of live bytes: the floor, or
+// twice the live heap once that is larger (the heap Go's default
+// collector would allow anyway).
+func limitFor(live uint64) int64 {
+	return max(memoryFloor, int64(min(live, math.MaxInt64/2))*2)
+}
+
+// memoryGovernor applies the setting for the life of a node. set is
+// debug.SetMemoryLimit in the binary; the governor restores the limit it
+// found when it stops.
+type memoryGovernor struct {
+	set   func(int64) int64
+	live  func() uint64
+	every time.Duration // how often auto looks at the live heap
+	log   *slog.Logger
+
+	prev int64
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// startMemoryGovernor applies setting (already validated) and, for auto,
+// follows the live heap until Close. With GOMEMLIMIT set (gomemlimit
+// non-empty) or set nil (tests running nodes in their own process), it
+// does nothing.
+func startMemoryGovernor(setting, gomemlimit string, set func(int64) int64, log *slog.Logger) *memoryGovernor {
+	g := &memoryGovernor{set: set, live: liveHeap, every: memoryRecheck, log: log, stop: make(chan struct{})}
+	g.start(setting, gomemlimit)
+	return g
+}
+
+func (g *memoryGovernor) start(setting, gomemlimit string) {
+	set, log := g.set, g.log
+	if set == nil {
+		return
+	}
+	if gomemlimit != "" {
+		log.Info("memory limit from GOMEMLIMIT", "GOMEMLIMIT", gomemlimit, "memory-limit", setting)
+		g.set = nil
+		return
+	}
+	size, _ := parseMemoryLimit(setting)
+	switch {
+	case size < 0:
+		g.set = nil
+		return
+	case size > 0:
+		g.prev = set(size)
+		log.Info("memory limit", "limit_mib", size>>20)
+		return
+	}
+	limit := limitFor(g.live())
+	g.prev = set(limit)
+	log.Info("memory limit", "limit_mib", limit>>20, "mode", "auto")
+	g.wg.Go(func() { g.follow(limit) })
+}
+
+// follow raises or lowers the limit with the live heap, never below the
+// floor.
+func (g *memoryGovernor) follow(limit int64) {
+	tick := time.NewTicker(g.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-tick.C:
+		}
+		if want := limitFor(g.live()); want != limit {
+			limit = want
+			g.set(limit)
+			g.log.Info("memory limit follows the live heap", "limit_mib", limit>>20)
+		}
+	}
+}
+
+// Close stops following and restores the limit found at start.
+func (g *memoryGovernor) Close() {
+	g.once.Do(func() {
+		close(g.stop)
+		g.wg.Wait()
+		if g.set != nil {
+			g.set(g.prev)
+		}
+	})
+}
+
+// liveHeap is the heap the last collection found live.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}

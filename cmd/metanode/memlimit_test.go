@@ -1,0 +1,158 @@
+package main
+
+import (
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestParseMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"auto", 0, ""},
+		{"off", -1, ""},
+		{"512MiB", 512 << 20, ""},
+		{"1GiB", 1 << 30, ""},
+		{"65536KiB", 64 << 20, ""},
+		{"104857600", 100 << 20, ""},
+		{"104857600B", 100 << 20, ""},
+		{"2TiB", 2 << 40, ""},
+		{"63MiB", 0, "at least 64MiB"},
+		{"0", 0, "at least 64MiB"},
+		{"", 0, "want auto, off, or a size"},
+		{"512MB", 0, "want auto, off, or a size"}, // GOMEMLIMIT's syntax: MiB, not MB
+		{"-1GiB", 0, "want auto, off, or a size"},
+		{"1.5GiB", 0, "want auto, off, or a size"},
+		{"99999999999TiB", 0, "want auto, off, or a size"}, // overflows
+		{"Auto", 0, "want auto, off, or a size"},
+	} {
+		got, err := parseMemoryLimit(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: got %d, %v; want an error saying %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: got %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestLimitFor(t *testing.T) {
+	for _, tc := range []struct {
+		live uint64
+		want int64
+	}{
+		{0, memoryFloor},
+		{75 << 20, memoryFloor}, // a million claims
+		{memoryFloor / 2, memoryFloor},
+		{200 << 20, 400 << 20},
+		{math.MaxUint64, math.MaxInt64 - 1},
+	} {
+		if got := limitFor(tc.live); got != tc.want {
+			t.Errorf("limitFor(%d) = %d, want %d", tc.live, got, tc.want)
+		}
+	}
+}
+
+// fakeLimit records what a governor sets, as debug.SetMemoryLimit would
+// see it.
+type fakeLimit struct {
+	mu    sync.Mutex
+	cur   int64
+	calls []int64
+}
+
+func (f *fakeLimit) set(v int64) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev := f.cur
+	if v >= 0 {
+		f.cur = v
+		f.calls = append(f.calls, v)
+	}
+	return prev
+}
+
+func (f *fakeLimit) get() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cur
+}
+
+func testGovernor(f *fakeLimit, live *atomic.Uint64) *memoryGovernor {
+	return &memoryGovernor{set: f.set, live: live.Load, every: time.Millisecond, log: slog.New(slog.DiscardHandler), stop: make(chan struct{})}
+}
+
+func TestMemoryGovernor(t *testing.T) {
+	const before = math.MaxInt64 // Go's default: no limit
+	t.Run("auto follows the live heap and restores", func(t *testing.T) {
+		f := &fakeLimit{cur: before}
+		var live atomic.Uint64
+		live.Store(10 << 20)
+		g := testGovernor(f, &live)
+		g.start("auto", "")
+		if got := f.get(); got != memoryFloor {
+			t.Fatalf("auto set %d, want the floor %d", got, memoryFloor)
+		}
+		live.Store(300 << 20) // a library grown past the floor
+		waitFor(t, func() bool { return f.get() == 600<<20 }, "the limit to follow a 300 MiB live heap to 600 MiB")
+		live.Store(20 << 20)
+		waitFor(t, func() bool { return f.get() == memoryFloor }, "the limit to come back to the floor")
+		g.Close()
+		g.Close() // idempotent
+		if got := f.get(); got != before {
+			t.Fatalf("after Close the limit is %d, want the one found at start", got)
+		}
+	})
+	t.Run("a size is fixed", func(t *testing.T) {
+		f := &fakeLimit{cur: before}
+		var live atomic.Uint64
+		live.Store(900 << 20)
+		g := testGovernor(f, &live)
+		g.start("512MiB", "")
+		time.Sleep(20 * time.Millisecond) // twenty ticks of an auto governor
+		if got := f.get(); got != 512<<20 || len(f.calls) != 1 {
+			t.Fatalf("limit %d after %d calls, want 512 MiB set once", got, len(f.calls))
+		}
+		g.Close()
+		if f.get() != before {
+			t.Fatal("not restored")
+		}
+	})
+	for _, tc := range []struct{ name, setting, gomemlimit string }{
+		{"off sets nothing", "off", ""},
+		{"GOMEMLIMIT wins", "auto", "200MiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeLimit{cur: before}
+			var live atomic.Uint64
+			g := testGovernor(f, &live)
+			g.start(tc.setting, tc.gomemlimit)
+			g.Close()
+			if len(f.calls) != 0 {
+				t.Fatalf("set the limit: %v", f.calls)
+			}
+		})
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for range 500 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
