@@ -323,7 +323,7 @@ func BenchmarkStore(b *testing.B) {
 		tabled, tabledCPU, rate/tabled, float64(tabledCPU)/float64(ingestCPU),
 		p50, p99, readRate, readers, restart.Round(time.Millisecond), syncReady.Round(time.Millisecond),
 		rebuild.Round(time.Millisecond), vandalClaims, distrust.Round(time.Millisecond), retrust.Round(time.Millisecond), ownBatch, len(writeWaits), writeP50.Round(time.Millisecond), writeMax.Round(time.Millisecond), rssIngest>>20, hwmIngest>>20, goHeap>>20, goSys>>20, rssServing>>20)
-	b.Logf("Go memory limit in effect: %s (the node's default, memory-limit auto, is 160 MiB at this scale: run with GOMEMLIMIT=160MiB to measure as the node runs)", memLimitString())
+	b.Logf("Go memory limit in effect: %s (the node's default, memory-limit auto, is 128 MiB at this scale: run with GOMEMLIMIT=128MiB to measure as the node runs)", memLimitString())
 	b.Logf("peak RSS by phase (each its own window): ingest %d MB, reads and restart %d MB, full rebuild %d MB, trust changes %d MB; "+
 		"the benchmark's own before the store opened (dataset, binary) %d MB",
 		hwmIngest>>20, hwmServe>>20, hwmRebuild>>20, hwmTrust>>20, rssBase>>20)

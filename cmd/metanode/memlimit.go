@@ -16,17 +16,20 @@ import (
 // (debug.SetMemoryLimit; SQLite's page caches are outside it).
 //
 // Go's collector lets the heap grow to twice what is live before it
-// collects, and keeps what it freed for a while. A home node of a million
-// claims holds about 75 MB live, yet a trust change that re-merges every
-// record took the process past 300 MB (docs/benchmarks.md, "Memory by
-// phase"). "auto", the home default, sets a soft limit of memoryFloor and
-// raises it to twice the live heap when that grows past it (a larger
-// library), so the collector never works harder than Go's defaults would
-// make it; it only stops the heap from overshooting and makes it hand
-// freed memory back sooner. A bootstrap node's default is "off" (Go's
+// collects, may overshoot that while something allocates fast, and keeps
+// what it freed for a while. A home node of a million claims holds about
+// 60-80 MB live, yet a trust change that re-merges every record took the
+// process to 306-314 MB of RSS without a limit, 295-319 MB with 160 MiB
+// and 263-288 MB with 128 MiB (docs/benchmarks.md, "Memory by phase");
+// its SQLite page caches and the binary, outside the limit, are about
+// 140 MB of that. "auto", the home default, sets memoryFloor, or 1.5 times
+// the live heap when that is more (a library beyond the reference scale),
+// so the collector never has less headroom
+// than half the live heap: it then runs up to twice as often as with Go's
+// defaults, never all the time. A bootstrap node's default is "off" (Go's
 // defaults). GOMEMLIMIT, when set, wins over the setting.
 const (
-	memoryFloor   = 160 << 20 // at a million claims every phase then stayed under 300 MB of RSS
+	memoryFloor   = 128 << 20 // every phase under 300 MB of RSS at a million claims
 	memoryMinimum = 64 << 20  // below it a node cannot even load its sync set
 	memoryRecheck = 30 * time.Second
 )
@@ -62,10 +65,10 @@ func parseMemoryLimit(v string) (int64, error) {
 }
 
 // limitFor is auto's limit for a live heap of live bytes: the floor, or
-// twice the live heap once that is larger (the heap Go's default
-// collector would allow anyway).
+// 1.5 times the live heap once that is larger.
 func limitFor(live uint64) int64 {
-	return max(memoryFloor, int64(min(live, math.MaxInt64/2))*2)
+	l := int64(min(live, math.MaxInt64/2))
+	return max(memoryFloor, l+l/2)
 }
 
 // memoryGovernor applies the setting for the life of a node. set is

@@ -52,10 +52,10 @@ func TestLimitFor(t *testing.T) {
 		want int64
 	}{
 		{0, memoryFloor},
-		{75 << 20, memoryFloor}, // a million claims
-		{memoryFloor / 2, memoryFloor},
-		{200 << 20, 400 << 20},
-		{math.MaxUint64, math.MaxInt64 - 1},
+		{80 << 20, memoryFloor}, // a million claims
+		{memoryFloor * 2 / 3, memoryFloor},
+		{200 << 20, 300 << 20},
+		{math.MaxUint64, math.MaxInt64/2 + math.MaxInt64/4},
 	} {
 		if got := limitFor(tc.live); got != tc.want {
 			t.Errorf("limitFor(%d) = %d, want %d", tc.live, got, tc.want)
@@ -104,7 +104,7 @@ func TestMemoryGovernor(t *testing.T) {
 			t.Fatalf("auto set %d, want the floor %d", got, memoryFloor)
 		}
 		live.Store(300 << 20) // a library grown past the floor
-		waitFor(t, func() bool { return f.get() == 600<<20 }, "the limit to follow a 300 MiB live heap to 600 MiB")
+		waitFor(t, func() bool { return f.get() == 450<<20 }, "the limit to follow a 300 MiB live heap to 450 MiB")
 		live.Store(20 << 20)
 		waitFor(t, func() bool { return f.get() == memoryFloor }, "the limit to come back to the floor")
 		g.Close()
