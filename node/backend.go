@@ -248,7 +248,7 @@ func (n *Node) RemoteRecord(ctx context.Context, cid, as string) (store.Record, 
 				store.ErrNotFound, cid, swarm.ErrOnlyUntrusted)
 		}
 		if errors.Is(err, swarm.ErrNotFound) {
-			return store.Record{}, fmt.Errorf("%w: no peer knows %s", store.ErrNotFound, cid)
+			return store.Record{}, fmt.Errorf("%w: no record for %s here or at any peer reached in time", store.ErrNotFound, cid)
 		}
 		return store.Record{}, fmt.Errorf("remote lookup: %w", err)
 	}

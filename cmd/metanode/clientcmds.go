@@ -244,6 +244,13 @@ func (c *cli) get(ctx context.Context, args []string) error {
 	}
 	rec, err := cl.Meta(ctx, pos[0], api.MetaOptions{Remote: *remote, As: *as})
 	if errors.Is(err, store.ErrNotFound) {
+		var ae *api.Error
+		if *remote && errors.As(err, &ae) && ae.Message != "" {
+			// The node says why: no peer knew the cid, or peers hold
+			// claims about it only by signers it does not trust (and
+			// what to do about that).
+			return errors.New(ae.Message)
+		}
 		if *remote {
 			return fmt.Errorf("no record for %s here or at any peer reached in time", pos[0])
 		}

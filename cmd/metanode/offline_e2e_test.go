@@ -140,6 +140,24 @@ func TestE2E_GetRemote(t *testing.T) {
 		t.Fatalf("get after the lookup printed %s", out)
 	}
 	srvC.stop(t)
+
+	// A home that trusts neither A nor its plugin is told that peers hold
+	// claims only by signers it does not trust, and what to do: not "no
+	// peer" (docs/trust.md).
+	srvD := startServe(t, filepath.Join(dir, "d"), "--replicate", "interest", "--trust", "list", "--bootstrap", st.Addrs[0])
+	clD := api.NewClient(srvD.url)
+	defer clD.Close()
+	for deadline := time.Now().Add(60 * time.Second); !hasPeer(clD, st.PeerID); {
+		if time.Now().After(deadline) {
+			t.Fatalf("D never connected to A\n%s", srvD.logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out = binCLIAllowing(t, "get", cid, "--remote", "--api", srvD.url)
+	if !strings.Contains(out, "only by signers this node does not trust") || !strings.Contains(out, "trust add") {
+		t.Fatalf("get --remote of a cid only untrusted signers describe printed %s", out)
+	}
+	srvD.stop(t)
 	srvA.stop(t)
 }
 
