@@ -247,8 +247,9 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, co
 	}
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintln(c.stderr, "joining: interrupted before pairing; the config and trust list are unchanged")
-		return nil // interrupted: shut down quietly
+		// Not a success: a script or a service manager must be able to
+		// tell that nothing was paired (exit 1).
+		return errors.New("interrupted before pairing; the config and trust list are unchanged")
 	case errors.Is(err, node.ErrPairRefused):
 		// The inviter's answer says what to do (a new code).
 		// Named by uid, as the progress line above named it.

@@ -352,3 +352,46 @@ func joinUntilDone(t *testing.T, ctx context.Context, env map[string]string, arg
 	}
 	return outb.String(), errb.String()
 }
+
+// TestRun_JoinInterruptedBeforePairing: a join stopped before the inviter
+// answered did not pair: it exits 1 (a script must not take it for a
+// success) and leaves the config as it was (review s11 B4).
+func TestRun_JoinInterruptedBeforePairing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node")
+	}
+	dir := t.TempDir()
+	inviter := openInviter(t, dir, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	inv, err := inviter.Invite(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inviter.Close(); err != nil { // its addresses are dead now
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "b")
+	errb, outb := &lockedBuffer{}, &lockedBuffer{}
+	c := &cli{stdin: strings.NewReader(""), stdout: outb, stderr: errb, getenv: envMap(map[string]string{"HOME": dir})}
+	joinCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan int, 1)
+	go func() {
+		done <- c.run(joinCtx, []string{"join", inv.Code, "--data", data, "--http", "127.0.0.1:0",
+			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"})
+	}()
+	waitFor(t, func() bool { return strings.Contains(errb.String(), "attempt 1 of") }, "a failed attempt to reach the inviter")
+	stop() // as SIGINT does
+	select {
+	case code := <-done:
+		if code != 1 || !strings.Contains(errb.String(), "interrupted before pairing") {
+			t.Fatalf("interrupted join: exit %d, stderr %q", code, errb.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("join did not stop")
+	}
+	if _, err := os.Stat(filepath.Join(data, node.ConfigFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("an interrupted join wrote %s (%v)", node.ConfigFile, err)
+	}
+}
