@@ -470,6 +470,9 @@ func (w *writer) setTrust(b *batch, r *request) error {
 	if !r.at.IsZero() {
 		row.added = r.at
 	}
+	// As stored and as reloaded at the next start (milliseconds): the
+	// list reads the same before and after a restart.
+	row.added = time.UnixMilli(row.added.UnixMilli())
 	if old, ok := w.view.list[r.uid]; ok && old.state == r.state {
 		row.added = old.added
 		if r.note == "" {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -209,10 +210,15 @@ func TestTrust_OpenModeBlocks(t *testing.T) {
 func TestTrust_Restart(t *testing.T) {
 	own, v, x := storetest.Signer(1), storetest.Signer(2), storetest.Signer(3)
 	tp, cp := paths(t)
-	cfg := store.Config{TruthPath: tp, CachePath: cp, Trust: store.TrustList, OwnUID: own.UID()}
+	cfg := store.Config{TruthPath: tp, CachePath: cp, Trust: store.TrustList, OwnUID: own.UID(),
+		Now: func() time.Time { return testNow().Add(123456789 * time.Nanosecond) }} // a clock finer than the store keeps
 	s := reopen(t, cfg)
 	submit(t, s, vouch(t, own, v.UID(), 1, true))
 	if err := s.Trust(ctx, x.UID(), "n"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.TrustList(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -222,6 +228,15 @@ func TestTrust_Restart(t *testing.T) {
 	defer s.Close()
 	if !s.Trusted(v.UID()) || !s.Trusted(x.UID()) {
 		t.Fatal("trust lost across a restart")
+	}
+	// The list reads the same, to its timestamps (review s11 B5: the
+	// added time had nanoseconds until the restart, milliseconds after).
+	after, err := s.TrustList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, a := fmt.Sprint(before), fmt.Sprint(after); b != a {
+		t.Fatalf("trust list before a restart:\n%s\nafter:\n%s", b, a)
 	}
 }
 
