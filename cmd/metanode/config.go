@@ -128,7 +128,7 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.LogLevel }, check: func(c *Config) string { return oneOf(c.LogLevel, "debug", "info", "warn", "error") }},
 	{name: "log-format", env: []string{"METANODE_LOG_FORMAT"}, usage: "log format: text or json",
 		field: func(c *Config) any { return &c.LogFormat }, check: func(c *Config) string { return oneOf(c.LogFormat, "text", "json") }},
-	{name: "memory-limit", env: []string{"METANODE_MEMORY_LIMIT"}, usage: "soft limit on the Go heap: auto (128MiB, raised with a larger library; off on a bootstrap node), off, or a size such as 512MiB; GOMEMLIMIT wins",
+	{name: "memory-limit", env: []string{"METANODE_MEMORY_LIMIT"}, usage: "soft limit on the Go runtime's memory: auto (128MiB, raised with a larger library; off on a bootstrap node), off, or a size such as 512MiB; GOMEMLIMIT wins",
 		field: func(c *Config) any { return &c.MemoryLimit }, check: func(c *Config) string {
 			if _, err := parseMemoryLimit(c.MemoryLimit); err != nil {
 				return err.Error()

@@ -22,16 +22,18 @@ import (
 // process to 306-314 MB of RSS without a limit, 295-319 MB with 160 MiB
 // and 263-288 MB with 128 MiB (docs/benchmarks.md, "Memory by phase");
 // its SQLite page caches and the binary, outside the limit, are about
-// 140 MB of that. "auto", the home default, sets memoryFloor, or 1.5 times
-// the live heap when that is more (a library beyond the reference scale),
-// so the collector never has less headroom
-// than half the live heap: it then runs up to twice as often as with Go's
-// defaults, never all the time. A bootstrap node's default is "off" (Go's
-// defaults). GOMEMLIMIT, when set, wins over the setting.
+// 140 MB of that. "auto", the home default, keeps the limit at
+// memoryFloor, or at about 1.5 times the live heap when that is more (a
+// library beyond the reference scale, live heap above ~85 MiB), so the
+// collector never has less headroom than half the live heap: it runs up
+// to twice as often as with Go's defaults, never all the time. It looks
+// every memoryRecheck (a live heap grows past the floor in the seconds
+// after a start, as the sync set loads). A bootstrap node's default is
+// "off" (Go's defaults). GOMEMLIMIT, when set, wins over the setting.
 const (
 	memoryFloor   = 128 << 20 // every phase under 300 MB of RSS at a million claims
 	memoryMinimum = 64 << 20  // below it a node cannot even load its sync set
-	memoryRecheck = 30 * time.Second
+	memoryRecheck = 2 * time.Second
 )
 
 // parseMemoryLimit reads a memory-limit value: auto, off, or a size in
@@ -64,11 +66,22 @@ func parseMemoryLimit(v string) (int64, error) {
 	return n * mult, nil
 }
 
-// limitFor is auto's limit for a live heap of live bytes: the floor, or
-// 1.5 times the live heap once that is larger.
-func limitFor(live uint64) int64 {
-	l := int64(min(live, math.MaxInt64/2))
-	return max(memoryFloor, l+l/2)
+// nextLimit is auto's limit for a live heap of live bytes when the limit
+// is cur: 1.5 times the live heap, and an eighth more so that a growing
+// heap does not move it at every look, never below the floor. It moves
+// up as soon as 1.5 times the live heap passes cur, down only once that
+// falls a quarter below cur: a heap that wobbles leaves it where it is.
+func nextLimit(cur int64, live uint64) int64 {
+	l := int64(min(live, math.MaxInt64/4))
+	target := l + l/2
+	cur = max(cur, memoryFloor)
+	switch {
+	case target > cur:
+		return target + target/8
+	case target+target/8 < cur-cur/4:
+		return max(memoryFloor, target+target/8)
+	}
+	return cur
 }
 
 // memoryGovernor applies the setting for the life of a node. set is
@@ -109,21 +122,21 @@ func (g *memoryGovernor) start(setting, gomemlimit string) {
 	size, _ := parseMemoryLimit(setting)
 	switch {
 	case size < 0:
+		log.Info("memory limit off: Go's defaults", "memory-limit", setting)
 		g.set = nil
 		return
 	case size > 0:
 		g.prev = set(size)
-		log.Info("memory limit", "limit_mib", size>>20)
+		log.Info("memory limit", "mode", "size", "limit_bytes", size)
 		return
 	}
-	limit := limitFor(g.live())
+	limit := nextLimit(0, g.live())
 	g.prev = set(limit)
-	log.Info("memory limit", "limit_mib", limit>>20, "mode", "auto")
+	log.Info("memory limit", "mode", "auto", "limit_bytes", limit)
 	g.wg.Go(func() { g.follow(limit) })
 }
 
-// follow raises or lowers the limit with the live heap, never below the
-// floor.
+// follow moves the limit with the live heap (nextLimit).
 func (g *memoryGovernor) follow(limit int64) {
 	tick := time.NewTicker(g.every)
 	defer tick.Stop()
@@ -133,10 +146,10 @@ func (g *memoryGovernor) follow(limit int64) {
 			return
 		case <-tick.C:
 		}
-		if want := limitFor(g.live()); want != limit {
-			limit = want
+		if next := nextLimit(limit, g.live()); next != limit {
+			limit = next
 			g.set(limit)
-			g.log.Info("memory limit follows the live heap", "limit_mib", limit>>20)
+			g.log.Info("memory limit follows the live heap", "limit_bytes", limit)
 		}
 	}
 }

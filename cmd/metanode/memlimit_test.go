@@ -46,19 +46,24 @@ func TestParseMemoryLimit(t *testing.T) {
 	}
 }
 
-func TestLimitFor(t *testing.T) {
+func TestNextLimit(t *testing.T) {
+	const mib = 1 << 20
 	for _, tc := range []struct {
+		cur  int64
 		live uint64
 		want int64
 	}{
-		{0, memoryFloor},
-		{80 << 20, memoryFloor}, // a million claims
-		{memoryFloor * 2 / 3, memoryFloor},
-		{200 << 20, 300 << 20},
-		{math.MaxUint64, math.MaxInt64/2 + math.MaxInt64/4},
+		{0, 0, memoryFloor},                       // at start, before any collection
+		{0, 80 * mib, memoryFloor},                // a million claims: 1.5x live is under the floor
+		{memoryFloor, 100 * mib, 675 * mib / 4},   // past it: 1.5x live and an eighth
+		{675 * mib / 4, 101 * mib, 675 * mib / 4}, // a wobble moves nothing
+		{675 * mib / 4, 60 * mib, memoryFloor},    // well below: back to the floor
+		{600 * mib, 300 * mib, 600 * mib},         // 506 MiB wanted, not a quarter below: kept
+		{600 * mib, 200 * mib, 675 * mib / 2},     // a quarter below: lowered
+		{math.MaxInt64, math.MaxUint64, (math.MaxInt64/4 + math.MaxInt64/8) + (math.MaxInt64/4+math.MaxInt64/8)/8},
 	} {
-		if got := limitFor(tc.live); got != tc.want {
-			t.Errorf("limitFor(%d) = %d, want %d", tc.live, got, tc.want)
+		if got := nextLimit(tc.cur, tc.live); got != tc.want {
+			t.Errorf("nextLimit(%d, %d) = %d, want %d", tc.cur, tc.live, got, tc.want)
 		}
 	}
 }
@@ -80,6 +85,12 @@ func (f *fakeLimit) set(v int64) int64 {
 		f.calls = append(f.calls, v)
 	}
 	return prev
+}
+
+func (f *fakeLimit) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
 }
 
 func (f *fakeLimit) get() int64 {
@@ -104,7 +115,17 @@ func TestMemoryGovernor(t *testing.T) {
 			t.Fatalf("auto set %d, want the floor %d", got, memoryFloor)
 		}
 		live.Store(300 << 20) // a library grown past the floor
-		waitFor(t, func() bool { return f.get() == 450<<20 }, "the limit to follow a 300 MiB live heap to 450 MiB")
+		waitFor(t, func() bool { return f.get() == 2025<<20/4 }, "the limit to follow a 300 MiB live heap to 506.25 MiB (1.5x and an eighth)")
+		// A live heap that wobbles (every look finds a few bytes more or
+		// less) moves nothing and logs nothing.
+		calls := f.count()
+		for i := range 50 {
+			live.Store(300<<20 + uint64(i%2)*64)
+			time.Sleep(time.Millisecond)
+		}
+		if n := f.count(); n != calls {
+			t.Fatalf("a 64-byte wobble of the live heap set the limit %d times", n-calls)
+		}
 		live.Store(20 << 20)
 		waitFor(t, func() bool { return f.get() == memoryFloor }, "the limit to come back to the floor")
 		g.Close()
