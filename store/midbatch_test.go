@@ -77,6 +77,25 @@ func TestTrust_SignerTrustedMidBatchLeavesNoRecord(t *testing.T) {
 // same truth with the default, open policy.)
 func rebuiltSamePolicy(t testing.TB, cfg store.Config) map[string]string {
 	t.Helper()
+	cache, _ := rebuiltWithSync(t, cfg)
+	return cache
+}
+
+// syncSummary is what a sync set holds, compared whole: its accumulator
+// over every item and its size.
+type syncSummary struct {
+	acc store.Accumulator
+	n   int
+}
+
+func summarize(set *store.SyncSet) syncSummary {
+	return syncSummary{set.Summary(store.MinSyncItem, store.MaxSyncItem), set.Len()}
+}
+
+// rebuiltWithSync is rebuiltSamePolicy that also returns the rebuilt
+// store's sync set, loaded from truth.
+func rebuiltWithSync(t testing.TB, cfg store.Config) (map[string]string, syncSummary) {
+	t.Helper()
 	dir := t.TempDir()
 	tp, cp := dir+"/truth.db", dir+"/cache.db"
 	copyFile(t, cfg.TruthPath, tp)
@@ -95,11 +114,13 @@ func rebuiltSamePolicy(t testing.TB, cfg store.Config) map[string]string {
 	c := cfg
 	c.TruthPath, c.CachePath, c.Logger = tp, cp, slog.New(logs)
 	s := reopen(t, c)
+	<-s.SyncReady()
+	sync := summarize(s.SyncSet())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if !logs.has("rebuilding") {
 		t.Fatal("the copy was not rebuilt")
 	}
-	return dumpCache(t, cp)
+	return dumpCache(t, cp), sync
 }

@@ -301,6 +301,8 @@ func remergePropRun(t *testing.T, seed uint64, mode string) {
 	}
 	sub.Close()
 	runtimeRebuild := logs.count("rebuilding") > 1
+	<-s.SyncReady()
+	gotSync := summarize(s.SyncSet())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +324,12 @@ func remergePropRun(t *testing.T, seed uint64, mode string) {
 			t.Errorf("seed %d chunk %d: events folded differ from cache: missing set %v, extra %v, spurious del %d; ops %v", seed, chunk, missing, extra, spurious, r.opsLog)
 		}
 	}
-	want := rebuiltSamePolicy(t, cfg)
+	// The sync set too: a trust change moves its signer's claims in or
+	// out of it, as a rebuild's load from truth decides them.
+	want, wantSync := rebuiltWithSync(t, cfg)
+	if gotSync != wantSync {
+		t.Errorf("seed %d chunk %d: sync set of %d items differs from a rebuild's %d; ops %v", seed, chunk, gotSync.n, wantSync.n, r.opsLog)
+	}
 	if !mapsEqual(got, want) {
 		t.Logf("seed %d chunk %d chunks %d: ops %v", seed, chunk, chunks.Load(), r.opsLog)
 		diffMaps(t, got, want)
