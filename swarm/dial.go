@@ -1,6 +1,7 @@
 package swarm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -34,6 +36,10 @@ const (
 	bootstrapCheck      = 2 * time.Second
 	bootstrapBackoffMin = time.Second
 	bootstrapBackoffMax = 5 * time.Minute
+	// bootstrapQuiet: with none of its bootstrap peers connected for this
+	// long, a node logs a warning: a stale or mistyped address otherwise
+	// leaves it alone and silent.
+	bootstrapQuiet = time.Minute
 )
 
 // LoadSwarmKey reads a go-ipfs swarm.key file (/key/swarm/psk/1.0.0/ then
@@ -211,24 +217,34 @@ func probeTCP(ctx context.Context, addrs []ma.Multiaddr, own func(net.Addr) bool
 
 // runBootstrap keeps the bootstrap peers connected: each is dialed when not
 // connected, with its own exponential backoff and jitter, so a bootstrap
-// node that is down costs one dial per backoff period, never a storm.
+// node that is down costs one dial per backoff period, never a storm. It
+// says when a bootstrap peer is lost, and when none has been connected for
+// s.bootstrapQuiet.
 func (s *Swarm) runBootstrap(ctx context.Context) {
 	if len(s.bootstrap) == 0 {
 		return
 	}
 	type state struct {
-		next    time.Time
-		backoff time.Duration
+		next      time.Time
+		backoff   time.Duration
+		connected bool
+		lastErr   error
 	}
 	st := make([]state, len(s.bootstrap))
+	lastConnected, warned := time.Now(), false // since when none is connected
 	t := time.NewTicker(bootstrapCheck)
 	defer t.Stop()
 	for {
 		now := time.Now()
+		anyUp := false
 		for i, ai := range s.bootstrap {
 			if s.host.Network().Connectedness(ai.ID) == network.Connected {
-				st[i].backoff = 0
+				st[i].backoff, st[i].connected, anyUp = 0, true, true
 				continue
+			}
+			if st[i].connected {
+				st[i].connected = false
+				s.log.Info("bootstrap peer disconnected; redialing", "peer", ai.ID)
 			}
 			if now.Before(st[i].next) {
 				continue
@@ -238,14 +254,34 @@ func (s *Swarm) runBootstrap(ctx context.Context) {
 				return
 			}
 			if err == nil {
-				st[i].backoff = 0
+				st[i].backoff, st[i].connected, anyUp = 0, true, true
 				s.log.Info("bootstrap peer connected", "peer", ai.ID)
 				continue
 			}
+			st[i].lastErr = err
 			st[i].backoff = min(max(2*st[i].backoff, bootstrapBackoffMin), bootstrapBackoffMax)
 			jitter := time.Duration(rand.Int64N(int64(st[i].backoff)/2 + 1))
 			st[i].next = time.Now().Add(st[i].backoff + jitter)
 			s.log.Debug("bootstrap dial failed", "peer", ai.ID, "retry_in", st[i].backoff+jitter, "err", err)
+		}
+		switch {
+		case anyUp:
+			lastConnected, warned = time.Now(), false
+		case !warned && time.Since(lastConnected) >= s.bootstrapQuiet:
+			warned = true
+			var addrs []string
+			var last error
+			for i, ai := range s.bootstrap {
+				for _, a := range ai.Addrs {
+					addrs = append(addrs, a.String()+"/p2p/"+ai.ID.String())
+				}
+				last = cmp.Or(st[i].lastErr, last)
+			}
+			msg := fmt.Sprintf("no bootstrap peer reachable for %s (%s): check the addresses ('metanode id' on that node prints its own) and that it runs", s.bootstrapQuiet.Round(time.Second), strings.Join(addrs, ", "))
+			// A log line, not a Status error: those make /health degraded,
+			// which an unreachable bootstrap peer alone must not
+			// (node/backend.go swarmCheck, docs/operations.md).
+			s.log.Warn(msg, "last_err", last)
 		}
 		select {
 		case <-ctx.Done():

@@ -77,3 +77,7 @@ func SetLookupDial(t interface{ Cleanup(func()) }, d time.Duration) {
 	lookupDial = d
 	t.Cleanup(func() { lookupDial = old })
 }
+
+// SetBootstrapQuiet shortens how long a node waits before it reports its
+// bootstrap peers unreachable; call it between New and Open.
+func (s *Swarm) SetBootstrapQuiet(d time.Duration) { s.bootstrapQuiet = d }

@@ -3,11 +3,8 @@
 package swarm_test
 
 import (
-	"bytes"
-	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -89,32 +86,4 @@ func TestMDNS_Netns(t *testing.T) {
 	if !connected(a, b) || !connected(b, a) {
 		t.Fatal("a and b lost their connection")
 	}
-}
-
-// logCapture keeps what a node logs, for lines the test waits for.
-type logCapture struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logCapture) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-func (l *logCapture) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// has reports whether one logged line holds every part.
-func (l *logCapture) has(parts ...string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range strings.Split(l.buf.String(), "\n") {
-		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
-			return true
-		}
-	}
-	return false
 }

@@ -214,7 +214,8 @@ type Swarm struct {
 	provQueue         provideQueue
 	lan               lanPeers // LAN peers mDNS found and the node reached (lan.go)
 	refused           *refusedSet
-	refusedPerSession int64 // maxRefusedInSession; tests make it small
+	refusedPerSession int64         // maxRefusedInSession; tests make it small
+	bootstrapQuiet    time.Duration // see bootstrapQuiet; tests make it short
 	penalties         *penaltyBox
 	limiter           *keyedLimiter[peer.ID] // new gossip claims per peer
 	signers           *keyedLimiter[string]  // new gossip claims per signer uid
@@ -235,6 +236,7 @@ func New(cfg Config) *Swarm {
 		log:             cfg.Logger.With("component", "swarm"),
 		reconcileParams: defaultReconcileParams,
 		sessionLimits:   defaultSessionLimits,
+		bootstrapQuiet:  bootstrapQuiet,
 	}
 }
 
