@@ -36,3 +36,21 @@ func lockDataDir(dir string) (func() error, error) {
 	}
 	return f.Close, nil // closing the file releases the lock
 }
+
+// DataDirInUse reports whether a running node holds dir's lock. It
+// creates nothing (a directory no node ever ran on is not in use); when
+// the lock is free it holds it for the instant of the test (a shared
+// lock, released at once), so a node starting at that very moment could
+// still be refused as a second node.
+func DataDirInUse(dir string) bool {
+	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/metanode/metanode/node"
 )
 
 // TestRun_ClientIgnoresUnrelatedConfig: a client command reads only the
@@ -107,5 +110,43 @@ func TestRun_ServeTruthInDataDirByOtherPath(t *testing.T) {
 	}
 	if c := stop(); c != 0 {
 		t.Fatalf("serve exit %d", c)
+	}
+}
+
+// TestRun_IDNodeElsewhere: id on the data directory of a running node
+// that does not answer at the configured API address (started with another
+// --http) says so, since the addresses it prints are then the config's,
+// not the node's (review s11 B3); asked at the node's own address, it
+// prints the node's and says nothing.
+func TestRun_IDNodeElsewhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node")
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "a")
+	n := node.New(node.Config{DataDir: data, HTTPAddr: "127.0.0.1:0", Listen: []string{"/ip4/127.0.0.1/tcp/0"},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err := n.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	env := map[string]string{"HOME": dir, "METANODE_HTTP": "127.0.0.1:1"} // nothing answers there
+	r := runCLI(t, env, nil, "id", "--data", data)
+	r.want(t, 0, "id")
+	if !strings.Contains(r.stderr, "a node runs on "+data+" but does not answer at http://127.0.0.1:1") || !strings.Contains(r.stdout, `"addrsFrom": "config"`) {
+		t.Fatalf("id of a node elsewhere: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	r = runCLI(t, env, nil, "id", "--data", data, "--api", n.APIURL())
+	r.want(t, 0, "id")
+	if r.stderr != "" || !strings.Contains(r.stdout, `"addrsFrom": "node"`) {
+		t.Fatalf("id --api of the node: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, env, nil, "id", "--data", data) // stopped: nothing to say
+	r.want(t, 0, "id")
+	if r.stderr != "" {
+		t.Fatalf("id of a stopped node: stderr %q", r.stderr)
 	}
 }

@@ -155,6 +155,14 @@ machine's interfaces ("addrsFrom":"config"). Works with the node stopped.`)
 		}
 		if ok {
 			id.Addrs, id.AddrsFrom = addrs, "node"
+		} else if node.DataDirInUse(cfg.Data) {
+			// Running, yet not where the config says: started with
+			// another --http. Its real addresses are not these.
+			where := "the configured API address"
+			if uerr == nil {
+				where = base
+			}
+			fmt.Fprintf(c.stderr, "metanode id: a node runs on %s but does not answer at %s: these are the configured addresses, not its own; pass --api with its --http address\n", cfg.Data, where)
 		}
 	}
 	switch *field {
