@@ -307,7 +307,10 @@ func (n *Node) Pair(ctx context.Context, inv Invite) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := n.trustInviter(ctx, inv.UID); err != nil {
+	// The inviter has accepted (it trusts this node, the code is spent):
+	// a stop request now must not leave this side half paired, so the
+	// local step, one trust write, runs to its end.
+	if err := n.trustInviter(context.WithoutCancel(ctx), inv.UID); err != nil {
 		// The inviter accepts this node's retry with the same token.
 		return 0, fmt.Errorf("paired, but trusting the inviter: %w", err)
 	}

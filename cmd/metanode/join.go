@@ -246,6 +246,9 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, co
 		}
 	}
 	switch {
+	case err == nil:
+		// Paired, even if a stop request came meanwhile: the inviter trusts
+		// this node now, so the config is written below all the same.
 	case ctx.Err() != nil:
 		// Not a success: a script or a service manager must be able to
 		// tell that nothing was paired (exit 1).
