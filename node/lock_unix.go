@@ -9,12 +9,20 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // LockFile in the data directory is held (flock) while a node runs, so a
 // second node on the same directory stops at once instead of sharing its
 // databases.
 const LockFile = "lock"
+
+// lockRetries and lockRetryWait: how long a start waits out a probe of the
+// lock (DataDirInUse) before it reports the directory in use.
+const (
+	lockRetries   = 5
+	lockRetryWait = 10 * time.Millisecond
+)
 
 // lockDataDir takes the data directory's lock; the returned func releases
 // it. The kernel drops the lock when the process dies, so a crash leaves
@@ -24,7 +32,15 @@ func lockDataDir(dir string) (func() error, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock data directory: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	// DataDirInUse (metanode id) holds the lock for an instant: a node
+	// starting then would be refused as a second node. A running node
+	// holds it for good, so a few short retries tell the two apart.
+	for try := 0; errors.Is(err, syscall.EWOULDBLOCK) && try < lockRetries; try++ {
+		time.Sleep(lockRetryWait)
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			// A *fs.PathError names the directory locked, so the command
@@ -40,8 +56,7 @@ func lockDataDir(dir string) (func() error, error) {
 // DataDirInUse reports whether a running node holds dir's lock. It
 // creates nothing (a directory no node ever ran on is not in use); when
 // the lock is free it holds it for the instant of the test (a shared
-// lock, released at once), so a node starting at that very moment could
-// still be refused as a second node.
+// lock, released at once), which lockDataDir waits out.
 func DataDirInUse(dir string) bool {
 	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR, 0)
 	if err != nil {
