@@ -133,8 +133,14 @@ func TestRun_IDNodeElsewhere(t *testing.T) {
 	env := map[string]string{"HOME": dir, "METANODE_HTTP": "127.0.0.1:1"} // nothing answers there
 	r := runCLI(t, env, nil, "id", "--data", data)
 	r.want(t, 0, "id")
-	if !strings.Contains(r.stderr, "a node runs on "+data+" but does not answer at http://127.0.0.1:1") || !strings.Contains(r.stdout, `"addrsFrom": "config"`) {
+	if !strings.Contains(r.stderr, "a node runs on "+data+" but did not answer at http://127.0.0.1:1") || !strings.Contains(r.stdout, `"addrsFrom": "config"`) {
 		t.Fatalf("id of a node elsewhere: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	// Asked for no address, it has nothing to warn about.
+	r = runCLI(t, env, nil, "id", "--data", data, "--field", "uid")
+	r.want(t, 0, "id")
+	if r.stderr != "" {
+		t.Fatalf("id --field uid of a node elsewhere: stderr %q", r.stderr)
 	}
 	r = runCLI(t, env, nil, "id", "--data", data, "--api", n.APIURL())
 	r.want(t, 0, "id")

@@ -155,14 +155,15 @@ machine's interfaces ("addrsFrom":"config"). Works with the node stopped.`)
 		}
 		if ok {
 			id.Addrs, id.AddrsFrom = addrs, "node"
-		} else if node.DataDirInUse(cfg.Data) {
-			// Running, yet not where the config says: started with
-			// another --http. Its real addresses are not these.
+		} else if (*field == "" || *field == "addr") && node.DataDirInUse(cfg.Data) {
+			// Running, yet not answering where the config says: starting,
+			// stopping, or started with another --http, when its real
+			// addresses are not these.
 			where := "the configured API address"
 			if uerr == nil {
 				where = base
 			}
-			fmt.Fprintf(c.stderr, "metanode id: a node runs on %s but does not answer at %s: these are the configured addresses, not its own; pass --api with its --http address\n", cfg.Data, where)
+			fmt.Fprintf(c.stderr, "metanode id: a node runs on %s but did not answer at %s (starting, stopping, or started with another --http): these are the configured addresses; to get its own, pass --api with its --http address\n", cfg.Data, where)
 		}
 	}
 	switch *field {
