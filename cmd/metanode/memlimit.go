@@ -28,12 +28,14 @@ import (
 // collector never has less headroom than half the live heap: it runs up
 // to twice as often as with Go's defaults, never all the time. It looks
 // every memoryRecheck (a live heap grows past the floor in the seconds
-// after a start, as the sync set loads). A bootstrap node's default is
+// after a start, as the sync set loads); see limitFollower. A bootstrap node's default is
 // "off" (Go's defaults). GOMEMLIMIT, when set, wins over the setting.
 const (
 	memoryFloor   = 128 << 20 // every phase under 300 MB of RSS at a million claims
 	memoryMinimum = 64 << 20  // below it a node cannot even load its sync set
 	memoryRecheck = 2 * time.Second
+	// memoryLowerAfter looks wanting less lower the limit (30 s).
+	memoryLowerAfter = 15
 )
 
 // parseMemoryLimit reads a memory-limit value: auto, off, or a size in
@@ -66,22 +68,43 @@ func parseMemoryLimit(v string) (int64, error) {
 	return n * mult, nil
 }
 
-// nextLimit is auto's limit for a live heap of live bytes when the limit
-// is cur: 1.5 times the live heap, and an eighth more so that a growing
-// heap does not move it at every look, never below the floor. It moves
-// up as soon as 1.5 times the live heap passes cur, down only once that
-// falls a quarter below cur: a heap that wobbles leaves it where it is.
-func nextLimit(cur int64, live uint64) int64 {
+// limitFollower is auto's rule. The limit it wants for a live heap is
+// 1.5 times that heap and an eighth more, or the floor while 1.5 times the
+// heap is under the floor. It raises the limit at once when 1.5 times the
+// live heap passes it (the eighth is room, so a growing heap does not move
+// it at every look), and lowers it only after memoryLowerAfter looks in a
+// row all wanted at least a sixteenth less, to the most of those: a heap
+// that wobbles moves nothing, and one back from a burst gets its limit
+// back (to the floor at a million claims) within a minute.
+type limitFollower struct {
+	cur   int64 // the limit set
+	below int   // looks in a row that wanted less
+	most  int64 // the most those looks wanted
+}
+
+func newLimitFollower() *limitFollower { return &limitFollower{cur: memoryFloor} }
+
+func (f *limitFollower) next(live uint64) int64 {
 	l := int64(min(live, math.MaxInt64/4))
 	target := l + l/2
-	cur = max(cur, memoryFloor)
-	switch {
-	case target > cur:
-		return target + target/8
-	case target+target/8 < cur-cur/4:
-		return max(memoryFloor, target+target/8)
+	want := int64(memoryFloor)
+	if target > memoryFloor {
+		want = target + target/8
 	}
-	return cur
+	switch {
+	case target > f.cur:
+		f.cur, f.below = want, 0
+	case want < f.cur-f.cur/16:
+		if f.below == 0 || want > f.most {
+			f.most = want
+		}
+		if f.below++; f.below >= memoryLowerAfter {
+			f.cur, f.below = f.most, 0
+		}
+	default:
+		f.below = 0
+	}
+	return f.cur
 }
 
 // memoryGovernor applies the setting for the life of a node. set is
@@ -130,14 +153,15 @@ func (g *memoryGovernor) start(setting, gomemlimit string) {
 		log.Info("memory limit", "mode", "size", "limit_bytes", size)
 		return
 	}
-	limit := nextLimit(0, g.live())
+	f := newLimitFollower()
+	limit := f.next(g.live())
 	g.prev = set(limit)
 	log.Info("memory limit", "mode", "auto", "limit_bytes", limit)
-	g.wg.Go(func() { g.follow(limit) })
+	g.wg.Go(func() { g.follow(f, limit) })
 }
 
-// follow moves the limit with the live heap (nextLimit).
-func (g *memoryGovernor) follow(limit int64) {
+// follow moves the limit with the live heap (limitFollower).
+func (g *memoryGovernor) follow(f *limitFollower, limit int64) {
 	tick := time.NewTicker(g.every)
 	defer tick.Stop()
 	for {
@@ -146,7 +170,7 @@ func (g *memoryGovernor) follow(limit int64) {
 			return
 		case <-tick.C:
 		}
-		if next := nextLimit(limit, g.live()); next != limit {
+		if next := f.next(g.live()); next != limit {
 			limit = next
 			g.set(limit)
 			g.log.Info("memory limit follows the live heap", "limit_bytes", limit)

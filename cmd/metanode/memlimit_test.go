@@ -46,25 +46,42 @@ func TestParseMemoryLimit(t *testing.T) {
 	}
 }
 
-func TestNextLimit(t *testing.T) {
+func TestLimitFollower(t *testing.T) {
 	const mib = 1 << 20
+	// looks runs a follower over live heaps (MiB) and returns its limit.
+	looks := func(f *limitFollower, live ...uint64) int64 {
+		for _, l := range live {
+			f.next(l * mib)
+		}
+		return f.cur
+	}
+	repeat := func(n int, live uint64) []uint64 {
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = live
+		}
+		return out
+	}
 	for _, tc := range []struct {
-		cur  int64
-		live uint64
+		name string
+		live []uint64
 		want int64
 	}{
-		{0, 0, memoryFloor},                       // at start, before any collection
-		{0, 80 * mib, memoryFloor},                // a million claims: 1.5x live is under the floor
-		{memoryFloor, 100 * mib, 675 * mib / 4},   // past it: 1.5x live and an eighth
-		{675 * mib / 4, 101 * mib, 675 * mib / 4}, // a wobble moves nothing
-		{675 * mib / 4, 60 * mib, memoryFloor},    // well below: back to the floor
-		{600 * mib, 300 * mib, 600 * mib},         // 506 MiB wanted, not a quarter below: kept
-		{600 * mib, 200 * mib, 675 * mib / 2},     // a quarter below: lowered
-		{math.MaxInt64, math.MaxUint64, (math.MaxInt64/4 + math.MaxInt64/8) + (math.MaxInt64/4+math.MaxInt64/8)/8},
+		{"before any collection", []uint64{0}, memoryFloor},
+		{"a million claims: 1.5x live under the floor", []uint64{80}, memoryFloor},
+		{"past the floor: 1.5x live and an eighth", []uint64{100}, 675 * mib / 4},
+		{"a wobble moves nothing", []uint64{100, 101, 99, 102, 100}, 675 * mib / 4},
+		{"back from a burst: the floor after 30 s", append([]uint64{78, 100}, repeat(memoryLowerAfter, 80)...), memoryFloor},
+		{"but not before", append([]uint64{78, 100}, repeat(memoryLowerAfter-1, 80)...), 675 * mib / 4},
+		{"one look wanting more restarts the count", append(append([]uint64{100}, repeat(memoryLowerAfter-1, 60)...), 100, 60), 675 * mib / 4},
+		{"lowered to the most the looks wanted", append([]uint64{400}, append(repeat(memoryLowerAfter-1, 200), 210)...), 315 * mib * 9 / 8},
 	} {
-		if got := nextLimit(tc.cur, tc.live); got != tc.want {
-			t.Errorf("nextLimit(%d, %d) = %d, want %d", tc.cur, tc.live, got, tc.want)
+		if got := looks(newLimitFollower(), tc.live...); got != tc.want {
+			t.Errorf("%s: limit %.2f MiB, want %.2f MiB", tc.name, float64(got)/mib, float64(tc.want)/mib)
 		}
+	}
+	if got := newLimitFollower().next(math.MaxUint64); got <= memoryFloor {
+		t.Errorf("the largest live heap gives %d", got)
 	}
 }
 
@@ -128,6 +145,9 @@ func TestMemoryGovernor(t *testing.T) {
 		}
 		live.Store(20 << 20)
 		waitFor(t, func() bool { return f.get() == memoryFloor }, "the limit to come back to the floor")
+		if n := f.count(); n != calls+1 {
+			t.Fatalf("coming back to the floor set the limit %d times, want once", n-calls)
+		}
 		g.Close()
 		g.Close() // idempotent
 		if got := f.get(); got != before {
