@@ -12,17 +12,24 @@ import (
 // TestBootstrap_UnreachableIsReported: a node none of whose bootstrap
 // peers answers logs a warning naming them once they have been out of
 // reach for bootstrapQuiet (review s11 B2: a stale address left a node at
-// 0 peers, health ok, not a word).
+// 0 peers, health ok, not a word), even when the list names the node
+// itself (review s11 C5).
 func TestBootstrap_UnreachableIsReported(t *testing.T) {
 	signer, boot := storetest.Signer(410), storetest.Signer(411)
 	bootID, err := swarm.PeerIDOf(boot)
 	if err != nil {
 		t.Fatal(err)
 	}
+	selfID, err := swarm.PeerIDOf(signer)
+	if err != nil {
+		t.Fatal(err)
+	}
 	logs := &logCapture{}
 	s := swarm.New(swarm.Config{Identity: signer, Store: storetest.Open(t, store.Config{OwnUID: signer.UID()}),
-		Listen:    []string{"/ip4/127.0.0.1/tcp/0"},
-		Bootstrap: []string{"/ip4/127.0.0.1/tcp/1/p2p/" + bootID.String()}, // nobody there
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"},
+		// Nobody there, and this node itself (a list shared by the nodes
+		// of a swarm), which must not count as a bootstrap peer reached.
+		Bootstrap: []string{"/ip4/127.0.0.1/tcp/1/p2p/" + bootID.String(), "/ip4/127.0.0.1/tcp/2/p2p/" + selfID.String()},
 		Name:      "t", SyncInterval: time.Hour, Logger: logs.logger()})
 	s.SetBootstrapQuiet(300 * time.Millisecond)
 	if err := s.Open(t.Context()); err != nil {

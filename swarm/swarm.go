@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -317,6 +318,10 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	s.host.SetStreamHandler(ProtocolSync, s.handleSync)
 	s.host.SetStreamHandler(ProtocolFetch, s.bounded(fetchTimeout, s.serveFetch))
 	s.host.SetStreamHandler(ProtocolPair, s.bounded(pairTimeout, s.servePair))
+	// A bootstrap list shared by the nodes of a swarm names each of them
+	// too (bootstrap nodes list one another): dialing itself is no
+	// connection, yet counted as one it would hide that no other answers.
+	s.bootstrap = slices.DeleteFunc(s.bootstrap, func(ai peer.AddrInfo) bool { return ai.ID == s.host.ID() })
 	if err := s.openDHT(); err != nil {
 		return err
 	}
