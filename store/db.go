@@ -208,7 +208,7 @@ func prepareTruth(ctx context.Context, c *sql.Conn, path string) (id string, cre
 	switch {
 	case version == truthVersion:
 	case version != "":
-		return "", false, fmt.Errorf("%w: %s has schema-version %q and this build reads %q; use a matching metanode build, or move the file away to start empty", ErrSchema, path, version, truthVersion)
+		return "", false, fmt.Errorf("%w: %s %s", ErrSchema, path, schemaAdvice(version))
 	case names["claim"]:
 		var n int
 		if err := c.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM claim LIMIT 1)`).Scan(&n); err != nil {
@@ -336,4 +336,20 @@ func removeDBFiles(path string) error {
 func parseInt(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
+}
+
+// schemaAdvice says what to do about a truth file of another schema
+// version: which way the mismatch goes decides the remedy, and starting
+// empty comes last, as it loses the claims only this node held.
+func schemaAdvice(version string) string {
+	const empty = "; as a last resort, moving the file away starts empty and loses the claims only this node held"
+	v, err := strconv.Atoi(version)
+	cur, _ := strconv.Atoi(truthVersion)
+	switch {
+	case err == nil && v > cur:
+		return fmt.Sprintf("was written by a newer metanode (schema-version %q; this build reads %q): run that newer build, or restore the truth.db backup taken before the upgrade", version, truthVersion) + empty
+	case err == nil && v < cur:
+		return fmt.Sprintf("was written by an older metanode (schema-version %q; this build reads %q) that this build cannot migrate: run a build that reads it", version, truthVersion) + empty
+	}
+	return fmt.Sprintf("has schema-version %q and this build reads %q: use a matching metanode build", version, truthVersion) + empty
 }

@@ -166,7 +166,9 @@ func TestSchemaGate(t *testing.T) {
 		hint   string
 	}{
 		{"V1KVTable", []string{`CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT NOT NULL)`, `INSERT INTO kv VALUES('meta-core:schema-version', '2')`}, false, "claims-migrate"},
-		{"OtherVersion", []string{`CREATE TABLE meta(name TEXT PRIMARY KEY, value TEXT NOT NULL)`, `INSERT INTO meta VALUES('schema-version', '4')`}, false, "schema-version"},
+		{"NewerVersion", []string{`CREATE TABLE meta(name TEXT PRIMARY KEY, value TEXT NOT NULL)`, `INSERT INTO meta VALUES('schema-version', '4')`}, false, "newer metanode (schema-version \"4\"; this build reads \"3\"): run that newer build, or restore the truth.db backup taken before the upgrade"},
+		{"OlderVersion", []string{`CREATE TABLE meta(name TEXT PRIMARY KEY, value TEXT NOT NULL)`, `INSERT INTO meta VALUES('schema-version', '2')`}, false, "older metanode"},
+		{"OddVersion", []string{`CREATE TABLE meta(name TEXT PRIMARY KEY, value TEXT NOT NULL)`, `INSERT INTO meta VALUES('schema-version', 'x')`}, false, "loses the claims only this node held"},
 		{"ClaimsWithoutVersion", []string{`CREATE TABLE claim(cid TEXT, key TEXT, pid INTEGER, value ANY, ts INTEGER, sig BLOB, id BLOB, seq INTEGER)`,
 			`INSERT INTO claim VALUES('c', 'k', 1, 'v', 1, x'00', x'00', 1)`}, false, "no schema-version"},
 		{"EmptyClaimTableIsStamped", []string{`CREATE TABLE claim(cid TEXT, key TEXT, pid INTEGER, value ANY, ts INTEGER, sig BLOB, id BLOB, seq INTEGER, PRIMARY KEY(cid, key, pid))`}, true, ""},
