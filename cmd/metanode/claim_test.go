@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -237,5 +240,37 @@ func TestTrustHint(t *testing.T) {
 		if got := trustHint(tc.uids); got != tc.want {
 			t.Errorf("trustHint(%q) = %q, want %q", tc.uids, got, tc.want)
 		}
+	}
+}
+
+// TestRun_ClaimPutNodeDropsConnection: a node that goes away after the
+// claims were sent (killed mid-request) leaves them perhaps stored: claim
+// put says so and that posting again is safe, not a bare EOF (review s11
+// D3). The "node" reads the request and closes the connection.
+func TestRun_ClaimPutNodeDropsConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for range 4 { // bounded: the client may retry an idempotent request
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = http.ReadRequest(bufio.NewReader(c))
+			c.Close()
+		}
+	}()
+	dir := t.TempDir()
+	env := map[string]string{"HOME": dir}
+	key := filepath.Join(dir, "p.key")
+	runCLI(t, env, nil, "keygen", "--out", key).want(t, 0, "keygen")
+	r := runCLI(t, env, nil, "claim", "put", "--api", "http://"+ln.Addr().String(), "--signer", key,
+		"--cid", "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy", "--key", "title", "--value", "x")
+	r.want(t, 1, "claim put")
+	if !strings.Contains(r.stderr, "closed the connection before answering") || !strings.Contains(r.stderr, "posting them again is safe") {
+		t.Fatalf("claim put to a node that dropped the connection: stderr %q", r.stderr)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -97,11 +98,18 @@ func (c *cli) target(t *apiTarget) (*api.Client, string, error) {
 	return cl, base, err
 }
 
+// errDropped: the node closed the connection after the request was sent.
+var errDropped = errors.New("no answer")
+
 // usageErrorf is a bad flag value found after parsing.
 func usageErrorf(format string, a ...any) error { return &usageError{msg: fmt.Sprintf(format, a...)} }
 
 // explainClient turns transport failures into what to do.
 func explainClient(err error, base string) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		// The request was sent; the node went away before it answered.
+		return fmt.Errorf("the node at %s closed the connection before answering (did it stop?): %w", base, errDropped)
+	}
 	var op *net.OpError
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &op) {
 		return fmt.Errorf("no node answers at %s: start one with 'metanode serve', or point --api (or METANODE_API) at it", base)
@@ -151,7 +159,13 @@ when any line was malformed or any claim rejected.`)
 	post := func(batch []store.Claim) error {
 		resp, err := cl.PostClaims(ctx, batch)
 		if err != nil {
-			return explainClient(err, base)
+			err = explainClient(err, base)
+			if errors.Is(err, errDropped) {
+				// Claims reach the truth before the answer does: some may
+				// be stored. A claim stored twice is the same claim.
+				return fmt.Errorf("%w; some of these claims may be stored: posting them again is safe (stored ones answer unchanged)", err)
+			}
+			return err
 		}
 		for i, r := range resp.Results {
 			if err := c.printLine(r); err != nil {
