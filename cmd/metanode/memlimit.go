@@ -138,7 +138,11 @@ func (g *memoryGovernor) start(setting, gomemlimit string) {
 		return
 	}
 	if gomemlimit != "" {
-		log.Info("memory limit from GOMEMLIMIT", "GOMEMLIMIT", gomemlimit, "memory-limit", setting)
+		if cur := set(-1); cur < memoryMinimum { // -1 reads the limit Go took from GOMEMLIMIT
+			log.Warn("memory limit from GOMEMLIMIT is below what a node needs to load its sync set: its collector will run all the time; raise GOMEMLIMIT or unset it", "GOMEMLIMIT", gomemlimit, "minimum_bytes", memoryMinimum)
+		} else {
+			log.Info("memory limit from GOMEMLIMIT", "GOMEMLIMIT", gomemlimit, "memory-limit", setting)
+		}
 		g.set = nil
 		return
 	}

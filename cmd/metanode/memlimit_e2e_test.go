@@ -24,6 +24,7 @@ func TestServe_MemoryLimit(t *testing.T) {
 		{name: "size", args: []string{"--memory-limit", "300MiB"}, env: "GOMEMLIMIT=", want: 300 << 20},
 		{name: "bootstrap", args: []string{"--profile", "bootstrap", "--listen", "/ip4/127.0.0.1/tcp/0"}, env: "GOMEMLIMIT=", want: 1<<63 - 1},
 		{name: "GOMEMLIMIT wins", args: []string{"--memory-limit", "300MiB"}, env: "GOMEMLIMIT=200MiB", want: 200 << 20, logIs: "memory limit from GOMEMLIMIT"},
+		{name: "GOMEMLIMIT too small", env: "GOMEMLIMIT=32MiB", want: 32 << 20, logIs: `"level":"WARN","msg":"memory limit from GOMEMLIMIT is below what a node needs`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := t.TempDir()
