@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -272,5 +273,18 @@ func TestRun_ClaimPutNodeDropsConnection(t *testing.T) {
 	r.want(t, 1, "claim put")
 	if !strings.Contains(r.stderr, "closed the connection before answering") || !strings.Contains(r.stderr, "posting them again is safe") {
 		t.Fatalf("claim put to a node that dropped the connection: stderr %q", r.stderr)
+	}
+}
+
+// TestRun_ClientEmptyAnswer: a server that answers 200 with no body (a
+// wrong --api, a proxy with nothing behind it) is not a node that dropped
+// the connection (review s11 E1).
+func TestRun_ClientEmptyAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	r := runCLI(t, map[string]string{"HOME": t.TempDir()}, nil, "status", "--api", srv.URL)
+	r.want(t, 1, "status")
+	if strings.Contains(r.stderr, "closed the connection") {
+		t.Fatalf("an empty 200 taken for a dropped connection: %q", r.stderr)
 	}
 }

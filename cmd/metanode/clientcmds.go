@@ -106,7 +106,8 @@ func usageErrorf(format string, a ...any) error { return &usageError{msg: fmt.Sp
 
 // explainClient turns transport failures into what to do.
 func explainClient(err error, base string) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+	var ue *url.Error // the transport's, not a decode of an answer's body
+	if errors.As(err, &ue) && (errors.Is(ue.Err, io.EOF) || errors.Is(ue.Err, io.ErrUnexpectedEOF) || errors.Is(ue.Err, syscall.ECONNRESET)) {
 		// The request was sent; the node went away before it answered.
 		return fmt.Errorf("the node at %s closed the connection before answering (did it stop?): %w", base, errDropped)
 	}

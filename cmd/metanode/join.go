@@ -252,7 +252,9 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, co
 	case ctx.Err() != nil:
 		// Not a success: a script or a service manager must be able to
 		// tell that nothing was paired (exit 1).
-		return errors.New("interrupted before pairing; the config and trust list are unchanged")
+		// A stop while the inviter's answer was on its way may leave the
+		// inviter trusting this node: the same code pairs on a re-run.
+		return errors.New("interrupted before pairing; the config and trust list are unchanged; run join again with the same code to pair")
 	case errors.Is(err, node.ErrPairRefused):
 		// The inviter's answer says what to do (a new code).
 		// Named by uid, as the progress line above named it.
