@@ -116,17 +116,21 @@ func (f *fakeLimit) get() int64 {
 	return f.cur
 }
 
-func testGovernor(f *fakeLimit, live *atomic.Uint64) *memoryGovernor {
-	return &memoryGovernor{set: f.set, live: live.Load, every: time.Millisecond, log: slog.New(slog.DiscardHandler), stop: make(chan struct{})}
+// testGovernor is a governor looking every millisecond at the live heap
+// it returns (set to live bytes), setting the fake limit it returns, which
+// starts as Go's default: no limit.
+func testGovernor(live uint64) (*memoryGovernor, *fakeLimit, *atomic.Uint64) {
+	f := &fakeLimit{cur: math.MaxInt64}
+	heap := &atomic.Uint64{}
+	heap.Store(live)
+	g := &memoryGovernor{set: f.set, live: heap.Load, every: time.Millisecond, log: slog.New(slog.DiscardHandler), stop: make(chan struct{})}
+	return g, f, heap
 }
 
 func TestMemoryGovernor(t *testing.T) {
 	const before = math.MaxInt64 // Go's default: no limit
 	t.Run("auto follows the live heap and restores", func(t *testing.T) {
-		f := &fakeLimit{cur: before}
-		var live atomic.Uint64
-		live.Store(10 << 20)
-		g := testGovernor(f, &live)
+		g, f, live := testGovernor(10 << 20)
 		g.start("auto", "")
 		if got := f.get(); got != memoryFloor {
 			t.Fatalf("auto set %d, want the floor %d", got, memoryFloor)
@@ -155,10 +159,7 @@ func TestMemoryGovernor(t *testing.T) {
 		}
 	})
 	t.Run("a size is fixed", func(t *testing.T) {
-		f := &fakeLimit{cur: before}
-		var live atomic.Uint64
-		live.Store(900 << 20)
-		g := testGovernor(f, &live)
+		g, f, _ := testGovernor(900 << 20)
 		g.start("512MiB", "")
 		time.Sleep(20 * time.Millisecond) // twenty ticks of an auto governor
 		if got := f.get(); got != 512<<20 || len(f.calls) != 1 {
@@ -174,9 +175,7 @@ func TestMemoryGovernor(t *testing.T) {
 		{"GOMEMLIMIT wins", "auto", "200MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeLimit{cur: before}
-			var live atomic.Uint64
-			g := testGovernor(f, &live)
+			g, f, _ := testGovernor(0)
 			g.start(tc.setting, tc.gomemlimit)
 			g.Close()
 			if len(f.calls) != 0 {
