@@ -453,7 +453,7 @@ func (n *Node) Health(ctx context.Context) api.Health {
 			h.Checks["sync-set"] = "failed (the node does not sync until it restarts): " + err.Error()
 		}
 	}
-	check, degraded := swarmCheck(n.swarm.Status(), len(n.cfg.Bootstrap))
+	check, degraded := swarmCheck(n.swarm.Status())
 	h.Checks["swarm"] = check
 	if degraded {
 		h.Status = "degraded"
@@ -475,13 +475,13 @@ func (n *Node) Health(ctx context.Context) api.Health {
 // connected peer clears the state. So a bootstrap peer that is down, or a
 // lone home without bootstrap peers, stays ok; one failed dial never
 // flips it.
-func swarmCheck(st swarm.Status, bootstrap int) (check string, degraded bool) {
+func swarmCheck(st swarm.Status) (check string, degraded bool) {
 	if len(st.Errors) == 0 {
 		return "ok", false
 	}
 	latest := st.Errors[len(st.Errors)-1]
-	if bootstrap > 0 && st.Peers == 0 {
-		return fmt.Sprintf("cannot share: connected to no peer (%d bootstrap peers configured); latest problem: %s", bootstrap, latest), true
+	if st.Bootstrap > 0 && st.Peers == 0 {
+		return fmt.Sprintf("cannot share: connected to no peer (%d bootstrap peers configured); latest problem: %s", st.Bootstrap, latest), true
 	}
 	return latest, false
 }

@@ -45,7 +45,11 @@ func TestBootstrap_UnreachableIsReported(t *testing.T) {
 	}
 	// Only a warning: an unreachable bootstrap peer alone is no problem
 	// in the status, which would make /health degraded.
-	if e := s.Status().Errors; len(e) != 0 {
-		t.Errorf("status errors %q", e)
+	st := s.Status()
+	if len(st.Errors) != 0 {
+		t.Errorf("status errors %q", st.Errors)
+	}
+	if st.Bootstrap != 1 { // what /health counts as configured
+		t.Errorf("status counts %d bootstrap peers, want 1 (not itself)", st.Bootstrap)
 	}
 }

@@ -16,6 +16,7 @@ type Status struct {
 	Name         string
 	Private      bool
 	Peers        int
+	Bootstrap    int // bootstrap peers configured, this node itself not counted
 	DHTMode      string
 	RoutingTable int
 	Provided     int64
@@ -57,6 +58,7 @@ func (s *Swarm) Status() Status {
 	st.PeerID = s.host.ID().String()
 	st.Addrs = s.Addrs()
 	st.Peers = len(s.host.Network().Peers())
+	st.Bootstrap = len(s.bootstrap)
 	if s.dht != nil {
 		st.DHTMode = "client"
 		if slices.Contains(s.host.Mux().Protocols(), protocol.ID(dhtPrefix+"/kad/1.0.0")) {
