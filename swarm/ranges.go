@@ -195,10 +195,10 @@ type rangeDecoder struct {
 	n      int // ranges decoded this turn
 }
 
-// minEntry is the least encoded size of one entry: a bound (ts delta and
-// id length, a byte each; the 1-byte end of the set is never a Skip, the
-// only mode with no body) and the mode.
-const minEntry = 3
+// minEntry is the least encoded size of one entry: the end of the set (one
+// byte) and Skip, the only mode with no body. The grammar allows it, so a
+// peer that ends its turn with it is no violator.
+const minEntry = 2
 
 // decode decodes one RANGES frame of a turn. A decoded range takes about
 // 40 times its least encoded size, so the count is checked against what

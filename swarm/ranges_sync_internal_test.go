@@ -17,7 +17,7 @@ func TestSync_RangesFrameAllocationBounded(t *testing.T) {
 		n    int // the frame's count
 		done int // ranges the turn decoded already
 	}{
-		{"count overstated", (maxFrame - 1 - 3) / 2, 0},
+		{"count overstated", maxFrame - 1 - 3, 0},
 		{"count exact, past the turn's limit", (maxFrame - 1 - 3) / 3, 0},
 		{"count within one frame, past what the turn has left", 1000, maxRangesInTurn - 999},
 	}
@@ -42,5 +42,16 @@ func TestSync_RangesFrameAllocationBounded(t *testing.T) {
 				t.Fatalf("refusing a %d-byte RANGES frame (%v) allocated %.1f MB", len(body), err, float64(alloc)/1e6)
 			}
 		})
+	}
+}
+
+// TestSync_RangesLoneEndSkip: a RANGES frame whose only range is the end of
+// the set with Skip (2 bytes, the least the grammar allows) decodes; it was
+// once refused as a protocol violation, a strike against an honest peer.
+func TestSync_RangesLoneEndSkip(t *testing.T) {
+	rd := rangeDecoder{}
+	rs, err := rd.decode([]byte{frameRanges, 1, 0, modeSkip})
+	if err != nil || len(rs) != 1 || rs[0].mode != modeSkip || !rd.ended {
+		t.Fatalf("decoded %+v (ended %v), %v; want one Skip to the end of the set", rs, rd.ended, err)
 	}
 }
