@@ -190,13 +190,28 @@ func (s *Server) openUnderRoot(p string) (*os.File, os.FileInfo, error) {
 	return f, info, nil
 }
 
+// openIndexed opens lf's file only while it is the content the watcher
+// hashed: the size and mtime of its row. A file rewritten since is another
+// content (the watcher hashes it again once it is quiet), not lf's cid.
+func (s *Server) openIndexed(lf store.LocalFile) (*os.File, os.FileInfo, error) {
+	f, info, err := s.openUnderRoot(lf.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if info.Size() != lf.Size || info.ModTime().UnixNano() != lf.MtimeNano {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %s changed since it was hashed", store.ErrNotFound, lf.Path)
+	}
+	return f, info, nil
+}
+
 func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) error {
 	cid := r.PathValue("cid")
 	lf, err := s.localFile(r.Context(), cid)
 	if err != nil {
 		return missError(cid, cidOnly, err, SlugUnknownCID)
 	}
-	f, info, err := s.openUnderRoot(lf.Path)
+	f, info, err := s.openIndexed(lf)
 	if err != nil {
 		s.log.Debug("file not served", "cid", cid, "path", lf.Path, "err", err)
 		// Never tell a caller more than "no such content" about paths.
@@ -348,7 +363,7 @@ func (s *Server) localFile(ctx context.Context, cid string) (store.LocalFile, er
 }
 
 func (s *Server) writeFileInfo(w http.ResponseWriter, lf store.LocalFile) error {
-	f, info, err := s.openUnderRoot(lf.Path)
+	f, info, err := s.openIndexed(lf)
 	if err != nil {
 		return writeJSON(w, http.StatusOK, FileInfo{})
 	}

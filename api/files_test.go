@@ -214,8 +214,12 @@ func TestFileServing_OutsideRoot(t *testing.T) {
 	writeFile(t, filepath.Join(outside, "secret.txt"), "secret")
 	addLocal := func(st *store.Store, cid, path string) {
 		t.Helper()
+		fi, err := os.Stat(path) // the row as the watcher makes it: only where it points is wrong
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := st.ApplyFiles(t.Context(), []store.FileUpdate{{Op: store.FileAdd,
-			File: store.LocalFile{Path: path, CID: cid, Size: 6, MtimeNano: 1}, EventPath: filepath.Base(path)}}); err != nil {
+			File: store.LocalFile{Path: path, CID: cid, Size: fi.Size(), MtimeNano: fi.ModTime().UnixNano()}, EventPath: filepath.Base(path)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -243,6 +247,46 @@ func TestFileServing_OutsideRoot(t *testing.T) {
 	addLocal(e2.st, cidA, filepath.Join(link, "in.txt"))
 	if a := e2.get("/file/" + cidA); a.status != 200 || string(a.body) != "inside" {
 		t.Errorf("through a linked root: %d %s", a.status, a.body)
+	}
+}
+
+// TestFileServing_ChangedSinceHashed: a file rewritten after it was hashed
+// (before the watcher hashes it again) is another content: neither its
+// bytes nor its size are served for the old cid (review s12 C3).
+func TestFileServing_ChangedSinceHashed(t *testing.T) {
+	e := newEnv(t)
+	p := filepath.Join(e.root, "plugin/a.bin")
+	writeFile(t, p, "old bytes")
+	r, err := e.c.RegisterFile(t.Context(), "plugin/a.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := e.get("/file/" + r.CID); a.status != 200 || string(a.body) != "old bytes" {
+		t.Fatalf("before the change: %d %s", a.status, a.body)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, content string
+		mtime         time.Time
+	}{
+		{"new size", "NEW", fi.ModTime()},
+		{"same size, new mtime", "new bytes", fi.ModTime().Add(time.Second)},
+	} {
+		writeFile(t, p, c.content)
+		if err := os.Chtimes(p, c.mtime, c.mtime); err != nil {
+			t.Fatal(err)
+		}
+		a := e.get("/file/" + r.CID)
+		a.wantError(t, 404, "unknown_cid")
+		if strings.Contains(string(a.body), c.content) {
+			t.Errorf("%s: served %q", c.name, a.body)
+		}
+		if a := e.get("/api/file/" + r.CID + "/info"); a.status != 200 || !strings.Contains(string(a.body), `"exists":false`) {
+			t.Errorf("%s: info %d %s, want exists false", c.name, a.status, a.body)
+		}
 	}
 }
 
