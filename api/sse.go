@@ -22,6 +22,7 @@ const (
 	maxBatch      = 256      // events drained from the subscription per write
 	keepAliveLine = ":keep-alive\n\n"
 	gapReason     = "retention" // the gap frame's reason, as upstream sends it
+	gapReset      = "reset"     // the stream started over: drop what you hold, read from 0-0
 )
 
 // appendFrame appends one SSE frame. id and typ lose any line break (they
@@ -240,10 +241,15 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 	}
 }
 
-// writeGap writes a gap frame (no id line). The reason is upstream's, the
-// one value consumers have seen; the store's own wording is for people.
+// writeGap writes a gap frame (no id line). The reason is upstream's
+// "retention" when only events were trimmed, the one value consumers have
+// seen, and "reset" when the stream started over (the store's own wording
+// is for people).
 func (s *Server) writeGap(out *sseWriter, g store.Gap) error {
 	g.Reason = gapReason
+	if g.Reset {
+		g.Reason = gapReset
+	}
 	data, _ := json.Marshal(g)
 	return out.write(appendFrame(nil, "", "gap", data))
 }

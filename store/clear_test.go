@@ -78,15 +78,15 @@ func TestClear_TellsLiveSubscribers(t *testing.T) {
 		t.Errorf("keys after clear: %v", k)
 	}
 
-	// Reconnecting with a cursor from before: a gap that resumes at the
-	// dels, and the dels again.
+	// Reconnecting with a cursor from before: a gap saying the stream
+	// started over, resuming just before the dels, and the dels again.
 	again, err := s.Subscribe(store.StreamMeta, cursor)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	if again.Gap == nil || again.Gap.ResumeFrom != dels[0].ID {
-		t.Fatalf("gap %+v, want resumeFrom %s", again.Gap, dels[0].ID)
+	if again.Gap == nil || !again.Gap.Reset || again.Gap.ResumeFrom >= dels[0].ID {
+		t.Fatalf("gap %+v, want a reset resuming before %s", again.Gap, dels[0].ID)
 	}
 	if e := nextEvent(t, again); e.ID != dels[0].ID {
 		t.Errorf("replay starts at %s, want %s", e.ID, dels[0].ID)
@@ -96,8 +96,11 @@ func TestClear_TellsLiveSubscribers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f0.Close()
-	if f0.Gap == nil || f0.Gap.ResumeFrom != reset.ID {
-		t.Errorf("files from 0: gap %+v, want resumeFrom %s", f0.Gap, reset.ID)
+	if f0.Gap == nil || f0.Gap.ResumeFrom >= reset.ID {
+		t.Errorf("files from 0: gap %+v, want one resuming before the reset %s", f0.Gap, reset.ID)
+	}
+	if e := nextEvent(t, f0); e.ID != reset.ID {
+		t.Errorf("files from 0 replays %s %s first, want the reset", e.Type, e.ID)
 	}
 }
 
@@ -190,10 +193,19 @@ func TestGap_ResumeFromAfterCacheDeleted(t *testing.T) {
 			t.Fatal(err)
 		}
 		g := sub.Gap
+		var first store.Event
+		if g != nil && c.stream == store.StreamFiles {
+			first = nextEvent(t, sub)
+		}
 		sub.Close()
-		if g == nil || g.ResumeFrom == "" {
-			t.Errorf("%s after %s: gap %+v, want one with an id to resume from", c.stream, c.after, g)
+		if g == nil || g.ResumeFrom == "" || !g.Reset {
+			t.Errorf("%s after %s: gap %+v, want a reset with an id to resume from", c.stream, c.after, g)
 			continue
+		}
+		// The old cache's file list is gone: consumers are told to drop
+		// theirs (no delete will come for a file removed meanwhile).
+		if c.stream == store.StreamFiles && first.Type != "reset" {
+			t.Errorf("files after %s: first event %s %s, want reset", c.after, first.Type, first.Data)
 		}
 		next, err := s.Subscribe(c.stream, g.ResumeFrom)
 		if err != nil {

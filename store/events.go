@@ -19,6 +19,7 @@ type evState struct {
 	count       int64  // rows kept
 	hwm         string // newest id written
 	horizon     string // newest id that is gone (trimmed, or a rebuild or clear marker)
+	reset       string // newest rebuild, clear or file reset marker
 	dirty       bool
 }
 
@@ -201,6 +202,11 @@ func (w *writer) setHorizon(st Stream, id string) error {
 // clear or a file reset): the horizon becomes a fresh id.
 func (w *writer) markGap(b *batch, st Stream) error {
 	id := w.ev[st].next(b.nowMS)
+	w.ev[st].reset = id
+	w.s.hub.setReset(st, id)
+	if _, err := w.cPut.exec("meta:evreset/"+string(st), id); err != nil {
+		return err
+	}
 	return w.setHorizon(st, id)
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,7 +142,7 @@ func (w *writer) loadCacheState() (cacheState, error) {
 	}
 	w.ev = map[Stream]*evState{}
 	for _, st := range []Stream{StreamMeta, StreamFiles} {
-		e := &evState{horizon: meta["meta:evtrim/"+string(st)]}
+		e := &evState{horizon: meta["meta:evtrim/"+string(st)], reset: meta["meta:evreset/"+string(st)]}
 		e.setHWM(meta["evhwm:"+string(st)])
 		err := w.c.queryOnce(`SELECT count(*) FROM kv WHERE k >= ? AND k < ?`, func(d []driver.Value) error {
 			e.count = asInt(d[0])
@@ -212,6 +213,7 @@ func (w *writer) boot(ctx context.Context) error {
 	for st, e := range w.ev {
 		h.last[st] = e.hwm
 		h.horizon[st] = e.horizon
+		h.reset[st] = e.reset
 	}
 	h.mu.Unlock()
 	w.publishStats()
@@ -396,6 +398,15 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 	}
 	for _, st := range append([]Stream{StreamMeta}, lost...) {
 		if err := w.markGap(b, st); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(lost, StreamFiles) {
+		// As after a watcher reset: a consumer's file list may hold paths
+		// removed while the old cache's rows were lost, and no delete will
+		// ever come for them. reset tells it to drop the list; the
+		// watcher's scan then adds what is on disk.
+		if err := w.emit(b, StreamFiles, "reset", fileEventData("reset", "", "", "", "", b.nowMS)); err != nil {
 			return err
 		}
 	}

@@ -93,6 +93,7 @@ type hub struct {
 	last    map[Stream]string                     // newest id published
 	n       map[Stream]int64                      // events published
 	horizon map[Stream]string
+	reset   map[Stream]string // newest marker of the stream starting over
 	bound   int64
 	chanCap int // maxChanBuffer; tests shrink it to reach the pump cheaply
 	closed  bool
@@ -106,6 +107,7 @@ func newHub(s *Store) *hub {
 		last:    map[Stream]string{},
 		n:       map[Stream]int64{},
 		horizon: map[Stream]string{},
+		reset:   map[Stream]string{},
 		bound:   int64(s.cfg.SubscriberBuffer),
 		chanCap: maxChanBuffer,
 	}
@@ -191,6 +193,12 @@ func (h *hub) setHorizons(m map[Stream]string) {
 	}
 }
 
+func (h *hub) setReset(st Stream, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reset[st] = id
+}
+
 // mustDrop says whether a pumped subscription has to end: it lagged past
 // its bound, or events after upTo are gone (so the next read would skip).
 func (h *hub) mustDrop(sub *Subscription, upTo string) bool {
@@ -262,10 +270,12 @@ func (s *Store) Subscribe(stream Stream, after string) (*Subscription, error) {
 		}
 		cursor = formatEventID(ms, seq)
 		h.mu.Lock()
-		hz, last := h.horizon[stream], h.last[stream]
+		hz, last, rz := h.horizon[stream], h.last[stream], h.reset[stream]
 		h.mu.Unlock()
-		reason := ""
+		reason, reset := "", false
 		switch {
+		case rz != "" && cursor < rz:
+			reason, reset = "the stream started over since this cursor (cache rebuilt or cleared, or files reset)", true
 		case hz != "" && cursor < hz:
 			reason = "events before this cursor are no longer retained"
 		case cursor > last && cursor > zeroEventID:
@@ -278,21 +288,17 @@ func (s *Store) Subscribe(stream Stream, after string) (*Subscription, error) {
 			}
 			if cursor > issued {
 				reason = "this stream never issued that cursor (a deleted cache, or an id from elsewhere)"
+				reset = rz != "" // it may be the old stream's
 			}
 		}
 		if reason != "" {
 			// Replay what is retained after the horizon (everything when
 			// there is none), as for a cursor older than retention.
 			from := max(hz, zeroEventID)
-			sub.Gap = &Gap{Requested: after, Reason: reason}
-			evs, err := s.readEvents(context.Background(), stream, from, 1)
-			if err != nil {
-				return nil, fmt.Errorf("subscribe: %w", err)
-			}
-			sub.Gap.ResumeFrom = from // nothing since the marker: resume after it
-			if len(evs) > 0 {
-				sub.Gap.ResumeFrom = evs[0].ID
-			}
+			// resumeFrom is the horizon, not the first event replayed: a
+			// consumer that saves it before that event arrives resumes
+			// strictly after it, and so still gets the event.
+			sub.Gap = &Gap{Requested: after, ResumeFrom: from, Reason: reason, Reset: reset}
 			cursor = from
 		}
 	}

@@ -206,6 +206,11 @@ type Gap struct {
 	Requested  string `json:"requested"`
 	ResumeFrom string `json:"resumeFrom"`
 	Reason     string `json:"reason"`
+	// Reset says the stream started over since the cursor (the cache was
+	// rebuilt or cleared, or the watcher reset): what the consumer holds
+	// from before may name keys or files that no event will ever remove.
+	// Otherwise only events were trimmed.
+	Reset bool `json:"-"`
 }
 
 // TrustMode is the node's trust policy.
