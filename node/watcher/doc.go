@@ -27,6 +27,8 @@
 // file changed or vanished again meanwhile) is dropped. The scanner checks
 // the root path before each scan and alone replaces the root handle (an
 // atomic pointer) when the root was deleted and made again; while the path
-// is missing it polls it and Health reports it. Close cancels, waits for
-// both goroutines, then closes fsnotify and the root.
+// is missing it polls it and Health reports it. A root missing at Open (a
+// share not mounted yet) is the same wait, with no handle until the
+// scanner opens it. Close cancels, waits for both goroutines, then closes
+// fsnotify and the root.
 package watcher

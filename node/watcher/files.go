@@ -95,7 +95,10 @@ func (w *Watcher) absOf(rel string) string {
 // refuses to leave the root; this also refuses links that stay inside, so a
 // file is only ever known under its real path.
 func (w *Watcher) lstat(rel string) (fs.FileInfo, error) {
-	root := w.rootFS()
+	root, err := w.openRoot()
+	if err != nil {
+		return nil, err
+	}
 	if rel == "." {
 		return root.Lstat(".")
 	}
@@ -131,7 +134,11 @@ func (w *Watcher) hashFile(rel string) (hashedFile, error) {
 	// Non-blocking: a named pipe swapped in after the lstat would
 	// otherwise hold this worker (and Close) until a writer came; the
 	// SameFile check below refuses it. Regular files read the same.
-	f, err := w.rootFS().OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	root, err := w.openRoot()
+	if err != nil {
+		return hashedFile{}, err
+	}
+	f, err := root.OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return hashedFile{}, err
 	}

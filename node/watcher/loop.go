@@ -157,7 +157,9 @@ func (w *Watcher) flush(ctx context.Context, pending map[string]pend) {
 		fi, err := os.Stat(w.rootAbs)
 		if err != nil {
 			w.requestRescan() // the scanner's checkRoot reports it
-		} else if cur, err := w.rootFS().Stat("."); err != nil || !os.SameFile(cur, fi) {
+		} else if root := w.rootFS(); root == nil {
+			w.requestRescan() // not opened yet: checkRoot opens it
+		} else if cur, err := root.Stat("."); err != nil || !os.SameFile(cur, fi) {
 			w.requestRescan() // deleted and made again: checkRoot reopens it
 		}
 	}

@@ -16,7 +16,9 @@ import (
 // the same path with the same midhash was already known (then nothing is
 // written when size and mtime match too), true otherwise. A missing file
 // gives an error wrapping fs.ErrNotExist; a directory, a symlink, an
-// ignored name or a path leaving the root one wrapping store.ErrBadPath.
+// ignored name or a path leaving the root one wrapping store.ErrBadPath;
+// while the root is missing, one wrapping ErrRootMissing and
+// store.ErrUnavailable (try again later).
 func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, store.FileResult, error) {
 	if !w.live() {
 		return store.LocalFile{}, store.FileResult{}, ErrClosed
@@ -24,6 +26,11 @@ func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, st
 	clean, err := cleanRel(rel)
 	if err != nil {
 		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %q: %w", rel, err)
+	}
+	// A missing root is no missing file (404) but the node unable to look:
+	// the handle of a root moved away would even read the moved directory.
+	if w.rootLost.Load() {
+		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, w.errMissing())
 	}
 	f, err := w.registrable(clean)
 	if err != nil {

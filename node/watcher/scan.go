@@ -14,8 +14,9 @@ import (
 	"github.com/metanode/metanode/store"
 )
 
-// runScanner does the initial scan (retrying with backoff until it works),
-// closes ready, then rescans on the ticker or on request, one at a time.
+// runScanner does the initial scan (retrying with backoff until it works,
+// or every rootPoll while the root is missing), closes ready, then rescans
+// on the ticker or on request, one at a time.
 func (w *Watcher) runScanner(ctx context.Context) error {
 	backoff := time.Second
 	for {
@@ -26,15 +27,19 @@ func (w *Watcher) runScanner(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		w.log.Error("initial scan", "err", err, "retry", backoff)
-		t := time.NewTimer(backoff)
+		wait := w.rootPoll() // a missing root: reported by Health and logged once
+		if !errors.Is(err, ErrRootMissing) {
+			w.log.Error("initial scan", "err", err, "retry", backoff)
+			wait = backoff
+			backoff = min(2*backoff, time.Minute)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
 		case <-t.C:
 		}
-		backoff = min(2*backoff, time.Minute)
 	}
 	close(w.ready)
 
@@ -359,7 +364,11 @@ func (w *Watcher) readDir(rel string) ([]fs.DirEntry, error) {
 		return nil, fmt.Errorf("%s: %w", rel, errLinked)
 	}
 	w.addWatch(rel)
-	f, err := w.rootFS().Open(filepath.FromSlash(rel))
+	root, err := w.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	f, err := root.Open(filepath.FromSlash(rel))
 	if err != nil {
 		return nil, err
 	}

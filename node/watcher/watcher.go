@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -50,7 +51,7 @@ var _ Store = (*store.Store)(nil)
 
 // Config configures a Watcher. Zero fields take the documented defaults.
 type Config struct {
-	Root   string       // files root (--files, FILES_PATH); must exist at Open
+	Root   string       // files root (--files, FILES_PATH); waited for while missing
 	Store  Store        // where local_file rows live
 	Logger *slog.Logger // default slog.Default()
 
@@ -83,7 +84,8 @@ type Watcher struct {
 	log *slog.Logger
 
 	// Set by Open, read-only afterwards (root: replaced by the scanner when
-	// the root directory was replaced, see checkRoot).
+	// the root directory was replaced, see checkRoot; nil until the scanner
+	// opens it when the root was missing at Open).
 	root     atomic.Pointer[os.Root]
 	rootLost atomic.Bool // the root path is missing: Health reports it
 	rootAbs  string      // cleaned absolute root, the prefix of every LocalFile.Path
@@ -140,7 +142,10 @@ func New(cfg Config) *Watcher {
 
 // Open opens the files root, starts watching it and starts the initial scan
 // in the background (Ready closes when it has been applied). ctx bounds only
-// Open. A root that does not exist gives an error wrapping os.ErrNotExist.
+// Open. A root that does not exist is no error: Health reports
+// ErrRootMissing and the scanner waits for it, as for a root lost while
+// running. A root that is not a directory gives an error wrapping
+// store.ErrBadPath.
 func (w *Watcher) Open(ctx context.Context) (err error) {
 	if w.cfg.Store == nil {
 		return errors.New("open watcher: no store")
@@ -159,20 +164,30 @@ func (w *Watcher) Open(ctx context.Context) (err error) {
 		return fmt.Errorf("open watcher: files root %s: %w", w.cfg.Root, err)
 	}
 	w.rootAbs = abs
+	// A root that is not there yet (a share mounted after the node
+	// started) is waited for as one lost while running: the scanner opens
+	// it when it appears. Failing here would take the node down; scanning
+	// it as empty would delete every row.
 	st, err := os.Stat(abs)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		w.rootLost.Store(true)
+		w.log.Warn("files root is missing; nothing is deleted, waiting for it to come back", "root", abs)
+	case err != nil:
 		return fmt.Errorf("open watcher: files root: %w", err)
+	case !st.IsDir():
+		return fmt.Errorf("open watcher: files root %s is not a directory: pass --files DIR (or FILES_PATH) naming a directory: %w", abs, store.ErrBadPath)
+	default:
+		root, err := os.OpenRoot(abs)
+		if err != nil {
+			return fmt.Errorf("open watcher: files root: %w", err)
+		}
+		w.root.Store(root)
 	}
-	if !st.IsDir() {
-		return fmt.Errorf("open watcher: files root %s is not a directory: %w", abs, store.ErrBadPath)
-	}
-	root, err := os.OpenRoot(abs)
-	if err != nil {
-		return fmt.Errorf("open watcher: files root: %w", err)
-	}
-	w.root.Store(root)
 	if w.fsw, err = fsnotify.NewWatcher(); err != nil {
-		root.Close()
+		if root := w.rootFS(); root != nil {
+			root.Close()
+		}
 		return fmt.Errorf("open watcher: fsnotify: %w", err)
 	}
 	// The root's own watch is added by the first scan, like every other
@@ -214,7 +229,10 @@ func (w *Watcher) Close() error {
 		if !w.opened.CompareAndSwap(false, true) && w.cancel != nil {
 			w.cancel(ErrClosed)
 			err = w.g.Wait()
-			err = errors.Join(err, w.fsw.Close(), w.rootFS().Close())
+			err = errors.Join(err, w.fsw.Close())
+			if root := w.rootFS(); root != nil { // none while the root was never there
+				err = errors.Join(err, root.Close())
+			}
 		}
 	})
 	return err

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,13 +23,20 @@ import (
 
 func TestOpen_Errors(t *testing.T) {
 	t.Run("MissingRoot", func(t *testing.T) {
-		w := watcher.New(watcher.Config{Root: filepath.Join(t.TempDir(), "nope"), Store: newMemStore()})
-		err := w.Open(t.Context())
-		if !errors.Is(err, fs.ErrNotExist) {
-			t.Fatalf("open: got %v, want fs.ErrNotExist", err)
+		// No error: waited for (TestRootMissingAtStart). Close while
+		// waiting stops the polling scanner (goleak checks in TestMain).
+		w := watcher.New(watcher.Config{Root: filepath.Join(t.TempDir(), "nope"), Store: newMemStore(), Logger: testLogger(t)})
+		if err := w.Open(t.Context()); err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		if err := w.Health(); !errors.Is(err, watcher.ErrRootMissing) {
+			t.Errorf("health: %v, want ErrRootMissing", err)
 		}
 		if err := w.Close(); err != nil {
-			t.Errorf("close after failed open: %v", err)
+			t.Errorf("close while the root is missing: %v", err)
+		}
+		if err := w.Close(); !errors.Is(err, watcher.ErrClosed) {
+			t.Errorf("second close: got %v, want ErrClosed", err)
 		}
 	})
 	t.Run("RootIsFile", func(t *testing.T) {
@@ -36,6 +44,26 @@ func TestOpen_Errors(t *testing.T) {
 		err := watcher.New(watcher.Config{Root: p, Store: newMemStore()}).Open(t.Context())
 		if !errors.Is(err, store.ErrBadPath) {
 			t.Fatalf("open: got %v, want store.ErrBadPath", err)
+		}
+		if !strings.Contains(err.Error(), "is not a directory: pass --files DIR (or FILES_PATH) naming a directory") {
+			t.Errorf("open: %q does not say what to do", err)
+		}
+	})
+	t.Run("RootNotPermitted", func(t *testing.T) {
+		if os.Geteuid() == 0 {
+			t.Skip("root reads any directory")
+		}
+		parent := filepath.Join(t.TempDir(), "locked")
+		if err := os.MkdirAll(filepath.Join(parent, "media"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(parent, 0); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(parent, 0o755) })
+		err := watcher.New(watcher.Config{Root: filepath.Join(parent, "media"), Store: newMemStore()}).Open(t.Context())
+		if !errors.Is(err, fs.ErrPermission) {
+			t.Fatalf("open: got %v, want fs.ErrPermission", err)
 		}
 	})
 	t.Run("NotOpened", func(t *testing.T) {
