@@ -147,13 +147,15 @@ func (s *Swarm) reportNegotiation(p peer.ID, addr ma.Multiaddr, err error) {
 
 // negotiateHint says what to check when a handshake fails: the swarm key
 // in a private swarm; else the address (a wrong port, say the API's, also
-// accepts TCP) and whether the peer's node answers.
+// accepts TCP), whether the peer's node answers, and whether it is full
+// (review s12 A4: a peer at its connection limit resets the handshake).
 func (s *Swarm) negotiateHint() string {
 	if len(s.cfg.PSK) > 0 {
 		return "check that both nodes use the same swarm.key"
 	}
 	return "this node has no swarm key, so check that the address is the peer's swarm port " +
-		"(its --listen, default 4001), that its node is responding, and that it has no swarm key either"
+		"(its --listen, default 4001), that its node is responding, and that it has no swarm key either; " +
+		"a peer at its connection limit also drops new handshakes (then this passes when it has room)"
 }
 
 // isOwn reports whether a resolved TCP address is one this node listens

@@ -50,8 +50,7 @@ func (s *Swarm) serveFetch(ctx context.Context, st network.Stream) {
 		_ = st.Reset()
 		return
 	}
-	fr := newFrameReader(st)
-	frame, err := fr.next()
+	frame, err := newRequestReader(st, maxFetchFrame).next()
 	if err != nil || frame[0] != frameFetch {
 		if err == nil {
 			err = fmt.Errorf("%w: expected FETCH", errProtocol)

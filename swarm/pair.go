@@ -31,6 +31,7 @@ const (
 	MaxPairToken = 256
 	pairTimeout  = 20 * time.Second
 	maxPairMsg   = 256
+	maxPairFrame = 1 + 2 + MaxPairToken // type, token length, token
 )
 
 // PairAnswer is the inviter's answer to a pairing request.
@@ -193,7 +194,7 @@ func (s *Swarm) servePair(ctx context.Context, st network.Stream) {
 		_ = st.Reset()
 		return
 	}
-	frame, err := newFrameReader(st).next()
+	frame, err := newRequestReader(st, maxPairFrame).next()
 	if err == nil && frame[0] != framePair {
 		err = fmt.Errorf("%w: expected PAIR", errProtocol)
 	}

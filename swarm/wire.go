@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/metanode/metanode/store"
 )
@@ -30,7 +31,10 @@ const (
 	maxFrame        = 1 << 20   // bytes in one frame, length prefix excluded
 	claimsFrameFill = 256 << 10 // a CLAIMS frame is flushed once it holds this much
 	maxFetchCIDs    = 256       // cids in one FETCH request
-	protoVersion    = 1
+	// maxFetchFrame is the largest valid FETCH frame: type, count, and
+	// each cid with its length.
+	maxFetchFrame = 1 + 2 + maxFetchCIDs*(2+store.MaxCIDBytes)
+	protoVersion  = 1
 )
 
 // errProtocol marks a frame that breaks the protocol (bad type, bad
@@ -45,12 +49,24 @@ var errFrameTooLarge = fmt.Errorf("%w: frame exceeds %d bytes", errProtocol, max
 // slice is valid until the next call.
 type frameReader struct {
 	r   *bufio.Reader
+	max uint64 // the largest frame this stream may carry
 	buf []byte
 	n   int64 // bytes read, prefixes included
 }
 
+// newFrameReader reads a session's frames (sync: read only once the
+// session holds a slot).
 func newFrameReader(r io.Reader) *frameReader {
-	return &frameReader{r: bufio.NewReaderSize(r, 64<<10)}
+	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), max: maxFrame}
+}
+
+// newRequestReader reads the one request frame of a fetch or pair stream,
+// at most max bytes. Such a stream is read before any slot of ours is
+// taken, so a peer may hold a thousand of them open at once (libp2p's
+// stream limits): each must cost a small buffer, not a frame's megabyte
+// (review s12 A1: 2,530 streams announcing 1 MiB each held 3.6 GB).
+func newRequestReader(r io.Reader, max uint64) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(r, 512), max: max}
 }
 
 // length reads a canonical uvarint length prefix. Read errors pass
@@ -86,19 +102,27 @@ func (fr *frameReader) next() ([]byte, error) {
 	if size == 0 {
 		return nil, fmt.Errorf("%w: empty frame", errProtocol)
 	}
-	if size > maxFrame {
-		return nil, errFrameTooLarge
-	}
-	if cap(fr.buf) < int(size) {
-		fr.buf = make([]byte, size)
-	}
-	b := fr.buf[:size]
-	if _, err := io.ReadFull(fr.r, b); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	if size > fr.max {
+		if fr.max == maxFrame {
+			return nil, errFrameTooLarge
 		}
-		return nil, err
+		return nil, fmt.Errorf("%w: frame of %d bytes exceeds this request's %d", errProtocol, size, fr.max)
 	}
+	// The buffer grows as the bytes arrive, doubling from 4 KiB: a length
+	// prefix alone must not make the node allocate the frame it announces.
+	b := fr.buf[:0]
+	for uint64(len(b)) < size {
+		chunk := min(int(size)-len(b), max(4<<10, len(b)))
+		b = slices.Grow(b, chunk)
+		if _, err := io.ReadFull(fr.r, b[len(b):len(b)+chunk]); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		b = b[:len(b)+chunk]
+	}
+	fr.buf = b
 	fr.n += int64(uvarintLen(size)) + int64(size)
 	return b, nil
 }
