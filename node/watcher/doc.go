@@ -29,6 +29,9 @@
 // atomic pointer) when the root was deleted and made again; while the path
 // is missing it polls it and Health reports it. A root missing at Open (a
 // share not mounted yet) is the same wait, with no handle until the
-// scanner opens it. Close cancels, waits for both goroutines, then closes
+// scanner opens it. So is a root with no entry at all while files are
+// indexed (an unmounted mount point): the scan stops before its walk and
+// the root is polled; the event loop is not held back (an unmount sends
+// no event, and files deleted one by one delete their rows). Close cancels, waits for both goroutines, then closes
 // fsnotify and the root.
 package watcher

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,8 @@ import (
 // written when size and mtime match too), true otherwise. A missing file
 // gives an error wrapping fs.ErrNotExist; a directory, a symlink, an
 // ignored name or a path leaving the root one wrapping store.ErrBadPath;
-// while the root is missing, one wrapping ErrRootMissing and
+// while the root is missing, and for a missing file while the root is
+// empty with files indexed (checkEmpty), one wrapping ErrRootMissing and
 // store.ErrUnavailable (try again later).
 func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, store.FileResult, error) {
 	if !w.live() {
@@ -33,6 +35,12 @@ func (w *Watcher) Register(ctx context.Context, rel string) (store.LocalFile, st
 		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, w.errMissing())
 	}
 	f, err := w.registrable(clean)
+	if errors.Is(err, fs.ErrNotExist) && w.rootEmpty.Load() > 0 {
+		// Not there because the root is empty (a share not mounted):
+		// unavailable as while the root is missing. A file that is there
+		// ends that state, and is registered.
+		err = w.errMissing()
+	}
 	if err != nil {
 		return store.LocalFile{}, store.FileResult{}, fmt.Errorf("register %s: %w", clean, err)
 	}

@@ -27,7 +27,7 @@ func (w *Watcher) runScanner(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait := w.rootPoll() // a missing root: reported by Health and logged once
+		wait := w.rootPoll() // a missing or empty root: reported by Health and logged once
 		if !errors.Is(err, ErrRootMissing) {
 			w.log.Error("initial scan", "err", err, "retry", backoff)
 			wait = backoff
@@ -97,6 +97,9 @@ func (w *Watcher) scan(ctx context.Context, kind string) (err error) {
 		if err := w.load(ctx); err != nil {
 			return err
 		}
+	}
+	if err := w.checkEmpty(); err != nil {
+		return err
 	}
 
 	// Sizes and mtimes of known files: a new file matching one may be its

@@ -88,8 +88,11 @@ type Watcher struct {
 	// opens it when the root was missing at Open).
 	root     atomic.Pointer[os.Root]
 	rootLost atomic.Bool // the root path is missing: Health reports it
-	rootAbs  string      // cleaned absolute root, the prefix of every LocalFile.Path
-	fsw      *fsnotify.Watcher
+	// rootEmpty: files indexed when the last scan found the root empty and
+	// did not run (checkEmpty); 0 when not in that state.
+	rootEmpty atomic.Int64
+	rootAbs   string // cleaned absolute root, the prefix of every LocalFile.Path
+	fsw       *fsnotify.Watcher
 	// unlinked: the event loop saw a name removed (ignored names too) since
 	// its last flush: a moved file's inode may have been freed and reused.
 	unlinked bool
