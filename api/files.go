@@ -87,10 +87,17 @@ func (s *Server) handleRegisterFile(w http.ResponseWriter, r *http.Request) erro
 	}
 	if s.cfg.FilesRoot != "" {
 		// A symlink under plugin/ must not register a file from elsewhere.
-		if _, err := s.resolveUnderRoot(filepath.Join(s.cfg.FilesRoot, filepath.FromSlash(rel))); err != nil {
-			if errors.Is(err, errUnresolvable) { // the caller's path is wrong: not retryable
-				return fmt.Errorf("%w: %s %v", store.ErrBadPath, rel, err)
-			}
+		_, err := s.resolveUnderRoot(filepath.Join(s.cfg.FilesRoot, filepath.FromSlash(rel)))
+		switch {
+		case err == nil:
+		case errors.Is(err, errUnresolvable): // the caller's path is wrong: not retryable
+			return fmt.Errorf("%w: %s %v", store.ErrBadPath, rel, err)
+		case errors.Is(err, fs.ErrNotExist) && s.rootIsEmpty():
+			// Only the watcher knows whether this empty root holds
+			// indexed files (a share not mounted on it: 503, retry) or
+			// is an empty library (the file is missing: 404). Nothing
+			// in it can be a symlink.
+		default:
 			return err
 		}
 	}
@@ -117,13 +124,20 @@ var errOutsideRoot = errors.New("not under the files root")
 var errUnresolvable = errors.New("cannot be resolved")
 
 // resolveUnderRoot resolves symlinks in p and returns it relative to the
-// (resolved) files root; a missing file is fs.ErrNotExist, one that lands
-// outside the root a 400.
+// (resolved) files root; a missing file is fs.ErrNotExist, a missing root
+// store.ErrUnavailable (503, retryable), one that lands outside the root a
+// 400.
 func (s *Server) resolveUnderRoot(p string) (string, error) {
 	if s.cfg.FilesRoot == "" {
 		return "", fmt.Errorf("%w: no files root configured", store.ErrNotFound)
 	}
 	root, err := filepath.EvalSymlinks(s.cfg.FilesRoot)
+	if errors.Is(err, fs.ErrNotExist) {
+		// No file under it is missing: the node cannot look (a share not
+		// mounted, the root moved away). Not fs.ErrNotExist, a 404.
+		return "", fmt.Errorf("%w: files root %s is missing (moved, deleted or not mounted); retry once it is back",
+			store.ErrUnavailable, s.cfg.FilesRoot)
+	}
 	if err != nil {
 		return "", fmt.Errorf("files root: %w", err)
 	}
@@ -139,6 +153,18 @@ func (s *Server) resolveUnderRoot(p string) (string, error) {
 		return "", badRequest("%s is %v", p, errOutsideRoot)
 	}
 	return rel, nil
+}
+
+// rootIsEmpty reports whether the files root is a directory with no entry
+// at all (an unmounted mount point looks like that).
+func (s *Server) rootIsEmpty() bool {
+	f, err := os.Open(s.cfg.FilesRoot)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 // openUnderRoot opens the regular file p only if it lies under the files
