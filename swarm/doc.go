@@ -21,7 +21,7 @@
 // providers and connected peers on a few goroutines each waits for.
 // libp2p runs the stream handlers
 // (inbound sync sessions, bounded in all, per peer and in time, see
-// guard.go; fetch and pair requests, bounded in time) and the topic
+// guard.go, and the claims sync sends a peer, sync_budget.go; fetch and pair requests, bounded in time) and the topic
 // validator on its own goroutines;
 // Close waits for the handlers too. The validator submits to the Store
 // itself only for a message that carries a vouch for a signer of the same

@@ -11,7 +11,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
-	"golang.org/x/time/rate"
 
 	"github.com/metanode/metanode/store"
 )
@@ -225,38 +224,44 @@ func (r *refusedSet) snapshot() []store.SyncItem {
 	return out
 }
 
-// ---- gossip rate limits ----
+// ---- per-key budgets: gossip rates, sync claims ----
 
-// keyedLimiter is a token bucket per key (a peer, a signer): rate per
-// second, a burst of five seconds' worth. A key's bucket outlives the
-// key's connection: a flooding peer that reconnects finds its bucket as
-// it left it, not refilled. Memory is bounded by max keys: a bucket idle
-// for the burst's length has refilled, so dropping it loses nothing and
-// those go first; past max busy keys the least recently used quarter goes
-// (a flood of new keys then resets only the quietest buckets, never the
-// flooder's own, which it keeps using).
+// keyedLimiter is a token bucket per key (a peer, a signer). A key's bucket
+// outlives the key's connection: a flooding peer that reconnects finds its
+// bucket as it left it, not refilled. A bucket holds size (read at each
+// use) and an empty one is full again after refill. Memory is bounded by
+// max keys: a bucket idle long enough to have refilled loses nothing when
+// dropped, and those go first; past max busy keys the least recently used
+// quarter goes (a flood of new keys then resets only the quietest buckets,
+// never the flooder's own, which it keeps using).
 type keyedLimiter[K comparable] struct {
-	mu   sync.Mutex
-	rate int
-	max  int
-	keys map[K]*keyedBucket
+	mu     sync.Mutex
+	size   func() float64
+	refill time.Duration
+	max    int
+	keys   map[K]*keyedBucket
 }
 
+// keyedBucket records what was taken and not yet refilled, not what is
+// left: a bucket whose size grows (the sync budget follows the set) holds
+// the new size once it has refilled, as a new bucket does.
 type keyedBucket struct {
-	lim  *rate.Limiter
-	used time.Time // last allow
+	spent float64   // may pass size: see spend
+	used  time.Time // last use, and the time spent was brought up to
 }
 
 const (
-	limiterBurst   = 5 * time.Second // a bucket holds this much of its rate
-	maxPeerBuckets = 4096            // peers tracked by the gossip limiter
+	limiterBurst   = 5 * time.Second // a gossip bucket holds this much of its rate
+	maxPeerBuckets = 4096            // peers tracked by the gossip limiter and the sync budget
 	// Signers are cheap to mint (open trust): more room, still bounded
-	// (a bucket is about 150 bytes).
+	// (a bucket is about 100 bytes).
 	maxSignerBuckets = 1 << 14
 )
 
+// newKeyedLimiter allows perSec per key, in a burst of five seconds' worth.
 func newKeyedLimiter[K comparable](perSec, max int) *keyedLimiter[K] {
-	return &keyedLimiter[K]{rate: perSec, max: max, keys: map[K]*keyedBucket{}}
+	size := float64(perSec) * limiterBurst.Seconds()
+	return &keyedLimiter[K]{size: func() float64 { return size }, refill: limiterBurst, max: max, keys: map[K]*keyedBucket{}}
 }
 
 // newPeerLimiter bounds the new claims a peer's gossip may bring per second.
@@ -268,28 +273,66 @@ func (l *keyedLimiter[K]) allow(k K, n int) bool {
 	return l.allowAt(k, n, time.Now())
 }
 
+// allowAt takes n from k's bucket if it holds n.
 func (l *keyedLimiter[K]) allowAt(k K, n int, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	b, size := l.bucket(k, now)
+	if b.spent+float64(n) > size {
+		return false
+	}
+	b.spent += float64(n)
+	return true
+}
+
+// spend takes n from k's bucket, past empty if need be (what was sent is
+// spent): the bucket is then empty until it has refilled the excess too.
+func (l *keyedLimiter[K]) spend(k K, n int, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, _ := l.bucket(k, now)
+	b.spent += float64(n)
+}
+
+// empty reports whether k's bucket holds nothing.
+func (l *keyedLimiter[K]) empty(k K, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, size := l.bucket(k, now)
+	return b.spent >= size
+}
+
+// bucket returns k's bucket, refilled up to now, and the bucket size; l.mu
+// held. A time before the bucket's last use refills nothing.
+func (l *keyedLimiter[K]) bucket(k K, now time.Time) (*keyedBucket, float64) {
+	size := l.size()
 	b, ok := l.keys[k]
 	if !ok {
 		if len(l.keys) >= l.max {
-			l.evict(now)
+			l.evict(now, size)
 		}
-		b = &keyedBucket{lim: rate.NewLimiter(rate.Limit(l.rate), int(limiterBurst/time.Second)*l.rate)}
+		b = &keyedBucket{used: now}
 		l.keys[k] = b
 	}
-	b.used = now
-	return b.lim.AllowN(now, n)
+	if d := now.Sub(b.used); d > 0 {
+		b.spent = max(0, b.spent-l.refilled(d, size))
+		b.used = now
+	}
+	return b, size
 }
 
-// evict drops the buckets that have refilled (idle for the burst's
-// length), then, if that freed less than a quarter, the least recently
-// used ones down to three quarters of max. Amortised: it runs once per
-// max/4 new keys at most.
-func (l *keyedLimiter[K]) evict(now time.Time) {
+// refilled is what a bucket of size regains in d.
+func (l *keyedLimiter[K]) refilled(d time.Duration, size float64) float64 {
+	return size * d.Seconds() / l.refill.Seconds()
+}
+
+// evict drops the buckets that have refilled since their last use, then,
+// if that freed less than a quarter, the least recently used ones down to
+// three quarters of max. Amortised: it runs once per max/4 new keys at
+// most.
+func (l *keyedLimiter[K]) evict(now time.Time, size float64) {
 	for k, b := range l.keys {
-		if now.Sub(b.used) >= limiterBurst {
+		if b.spent <= l.refilled(now.Sub(b.used), size) {
 			delete(l.keys, k)
 		}
 	}

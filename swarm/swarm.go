@@ -222,6 +222,7 @@ type Swarm struct {
 	signers           *keyedLimiter[string]  // new gossip claims per signer uid
 	charged           chargedIDs             // claims that spent their signer's budget just now
 	sessions          *peerSessions          // inbound sync sessions per peer
+	syncBudget        *keyedLimiter[peer.ID] // claims sent by sync per peer (sync_budget.go)
 	errs              *errorLog
 	peerStats         *peerStats
 	met               *metrics
@@ -286,6 +287,7 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	s.limiter = newPeerLimiter(s.cfg.GossipRate)
 	s.signers = newKeyedLimiter[string](s.cfg.SignerRate, maxSignerBuckets)
 	s.sessions = newPeerSessions(maxSessionsPerPeer)
+	s.syncBudget = newSyncBudget(func() int { return s.cfg.Store.SyncSet().Len() })
 	s.errs = newErrorLog()
 	s.peerStats = newPeerStats()
 	s.gater = &gater{s: s}

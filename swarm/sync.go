@@ -168,6 +168,10 @@ func (s *Swarm) syncWith(ctx context.Context, p peer.ID, mayDefer bool) (SyncSta
 	if err := s.waitSyncReady(ctx); err != nil {
 		return SyncStats{Peer: p, Initiator: true, Err: err}, err
 	}
+	if s.budgetSpent(p, "initiator") {
+		err := fmt.Errorf("sync with %s: %w", p, errSyncBudget)
+		return SyncStats{Peer: p, Initiator: true, Err: err}, err
+	}
 	st, err := s.host.NewStream(network.WithNoDial(ctx, "sync"), p, ProtocolSync)
 	if err != nil {
 		err = fmt.Errorf("sync with %s: %w", p, err)
@@ -195,12 +199,12 @@ func (s *Swarm) handleSync(st network.Stream) {
 	defer cancel()
 	p := st.Conn().RemotePeer()
 	if !s.sessions.enter(p) {
-		s.refuse(st, errCodeBusy, "too many sync sessions from this peer")
+		s.refuseSync(st, errCodeBusy, "busy", "too many sync sessions from this peer")
 		return
 	}
 	defer s.sessions.leave(p)
 	if !s.inbound.TryAcquire(1) {
-		s.refuse(st, errCodeBusy, "too many sync sessions")
+		s.refuseSync(st, errCodeBusy, "busy", "too many sync sessions")
 		return
 	}
 	defer s.inbound.Release(1)
@@ -208,11 +212,25 @@ func (s *Swarm) handleSync(st network.Stream) {
 	err := s.waitSyncReady(rctx)
 	cancel()
 	if err != nil {
-		s.refuse(st, errCodeNotReady, "sync set loading")
+		s.refuseSync(st, errCodeNotReady, "not_ready", "sync set loading")
+		return
+	}
+	// After the set is ready: the budget's size follows it.
+	if s.budgetSpent(p, "responder") {
+		s.refuseSync(st, errCodeBusy, "", "sync budget for this peer spent; try again in minutes")
 		return
 	}
 	ss := s.newSession(ctx, st, false, true)
 	ss.finish(ss.run(ctx, false))
+}
+
+// refuseSync refuses a sync session as refuse does and counts it under
+// reason (none: counted already).
+func (s *Swarm) refuseSync(st network.Stream, code uint64, reason, msg string) {
+	if reason != "" {
+		s.met.syncRefused.WithLabelValues("responder", reason).Inc()
+	}
+	s.refuse(st, code, msg)
 }
 
 func (s *Swarm) refuse(st network.Stream, code uint64, msg string) {

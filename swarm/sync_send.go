@@ -38,7 +38,8 @@ func (ss *session) sendTurn(ctx context.Context, h *hello, plan turnPlan, peerWa
 			return fmt.Errorf("write sync frame: %w", err)
 		}
 	}
-	cw := claimWriter{write: w, stats: &ss.stats, limit: int64(2*ss.rec.view.set.Len() + resendSlack)}
+	cw := claimWriter{write: w, stats: &ss.stats, limit: int64(2*ss.rec.view.set.Len() + resendSlack),
+		spend: func(n int) { ss.s.spendBudget(ss.peer, n) }}
 	if ss.rec.push {
 		// Each claim once, however often the peer asked for it (wants
 		// repeat across WANT frames) or we found it lacking.
@@ -123,7 +124,8 @@ type claimWriter struct {
 	write func([]byte) error
 	stats *SyncStats
 	cf    claimsFrame
-	limit int64 // claims one session may send: see resendSlack
+	limit int64       // claims one session may send: see resendSlack
+	spend func(n int) // charges the peer's sync budget (sync_budget.go)
 }
 
 // resendSlack: a session sends each claim it holds at most once, give or
@@ -159,6 +161,9 @@ func (cw *claimWriter) add(claims []store.Claim, skip map[shortID]struct{}) erro
 func (cw *claimWriter) flush() error {
 	if cw.cf.n == 0 {
 		return nil
+	}
+	if cw.spend != nil {
+		cw.spend(cw.cf.n)
 	}
 	f := cw.cf.bytes()
 	cw.stats.ClaimBytes += int64(len(f))
