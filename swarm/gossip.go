@@ -269,6 +269,9 @@ func (s *Swarm) validate(ctx context.Context, from peer.ID, msg *pubsub.Message)
 		ignore = true
 	}
 	s.met.gossipClaims.WithLabelValues("new").Add(float64(len(fresh)))
+	if len(fresh) > 0 { // verified, trusted (or vouched for) and new here
+		s.markUseful(from)
+	}
 	if len(fresh) == 0 {
 		s.met.gossipMsgs.WithLabelValues("ignored").Inc()
 		s.storeGossip(ctx, gossipBatch{relay: true, vouches: admitted}) // nothing if none

@@ -229,6 +229,7 @@ func (s *Swarm) recordSync(st SyncStats) {
 	s.counters.syncBytesOut.Add(st.BytesSent)
 	s.peerStats.synced(st)
 	if st.ClaimsRecvd > 0 { // claims new to this node: others may lack them too
+		s.markUseful(st.Peer)
 		select {
 		case s.cascadeCh <- st.Peer:
 		default:

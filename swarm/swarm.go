@@ -217,6 +217,7 @@ type Swarm struct {
 	refused           *refusedSet
 	refusedPerSession int64         // maxRefusedInSession; tests make it small
 	bootstrapQuiet    time.Duration // see bootstrapQuiet; tests make it short
+	connGrace         time.Duration // see connGrace; tests make it short
 	penalties         *penaltyBox
 	limiter           *keyedLimiter[peer.ID] // new gossip claims per peer
 	signers           *keyedLimiter[string]  // new gossip claims per signer uid
@@ -239,6 +240,7 @@ func New(cfg Config) *Swarm {
 		reconcileParams: defaultReconcileParams,
 		sessionLimits:   defaultSessionLimits,
 		bootstrapQuiet:  bootstrapQuiet,
+		connGrace:       connGrace,
 	}
 }
 
