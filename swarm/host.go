@@ -91,7 +91,7 @@ func (s *Swarm) buildHost() (host.Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connection manager: %w", err)
 	}
-	rm, err := newResourceManager()
+	rm, err := newResourceManager(s.cfg.MaxConns)
 	if err != nil {
 		cm.Close()
 		return nil, fmt.Errorf("resource manager: %w", err)
@@ -206,9 +206,28 @@ var privatePrefixes = []netip.Prefix{
 	netip.MustParsePrefix("fe80::/10"),
 }
 
-func newResourceManager() (network.ResourceManager, error) {
+// scaledLimits are libp2p's default limits scaled to this machine, with
+// the system's connection limits raised to what the connection manager is
+// set for. libp2p scales them with an eighth of the machine's memory (64
+// inbound plus 64 per GiB above 128 MiB): about 88 inbound connections on
+// a 4 GB VPS, far below a bootstrap node's 512. The floor leaves half the
+// high water again above it, since trims run every 10 s and spare peers in
+// their grace.
+func scaledLimits(maxConns int) rcmgr.ConcreteLimitConfig {
 	limits := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&limits)
+	scaled := limits.AutoScale()
+	p := scaled.ToPartialLimitConfig()
+	floor := maxConns + maxConns/2
+	for _, v := range []*rcmgr.LimitVal{&p.System.ConnsInbound, &p.System.ConnsOutbound, &p.System.Conns} {
+		if *v > 0 && int(*v) < floor { // not Unlimited (-1) nor BlockAll (-2)
+			*v = rcmgr.LimitVal(floor)
+		}
+	}
+	return p.Build(scaled)
+}
+
+func newResourceManager(maxConns int) (network.ResourceManager, error) {
 	var v4, v6 []rcmgr.NetworkPrefixLimit
 	var ratePrefixes []rate.PrefixLimit
 	for _, p := range append(privatePrefixes, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")) {
@@ -233,7 +252,7 @@ func newResourceManager() (network.ResourceManager, error) {
 			GracePeriod: time.Minute,
 		},
 	}
-	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()),
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(scaledLimits(maxConns)),
 		rcmgr.WithLimitPerSubnet(
 			[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 32, ConnCount: connsPerIPv4}},
 			[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 56, ConnCount: connsPerIPv6Subnet}, {PrefixLength: 48, ConnCount: connsPerIPv6Site}}),
