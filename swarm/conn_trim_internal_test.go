@@ -39,7 +39,11 @@ func bareHost(t *testing.T) host.Host {
 func TestConnTrim_UsefulPeerOutlastsFreshIDs(t *testing.T) {
 	boot := bareHost(t)
 	signer := storetest.Signer(130)
-	st := storetest.Open(t, store.Config{OwnUID: signer.UID(), Trust: store.TrustOpen})
+	st := storetest.Open(t, store.Config{OwnUID: signer.UID(), Trust: store.TrustList})
+	w, _ := store.GenerateSigner() // the useful peer's signer, on the trust list
+	if err := st.Trust(t.Context(), w.UID(), "friend"); err != nil {
+		t.Fatal(err)
+	}
 	s := New(Config{Identity: signer, Store: st, Name: "t", SyncInterval: time.Hour, NoAutoSync: true,
 		Listen:    []string{"/ip4/127.0.0.1/tcp/0"},
 		Bootstrap: []string{fmt.Sprintf("%s/p2p/%s", boot.Addrs()[0], boot.ID())},
@@ -61,30 +65,12 @@ func TestConnTrim_UsefulPeerOutlastsFreshIDs(t *testing.T) {
 	}
 	waitConnected(boot.ID(), true)
 
-	// The useful peer pushes one claim the node lacks: HELLO, CLAIMS, END.
+	// The useful peer pushes one claim the node lacks.
 	useful := bareHost(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	if err := useful.Connect(ctx, victim); err != nil {
-		t.Fatal(err)
-	}
-	str, err := useful.NewStream(ctx, victim.ID, ProtocolSync)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _ := store.GenerateSigner()
 	c := w.Text(store.MidhashCID([]byte("00000000000000000000000000000001")), "title", "x", uint64(time.Now().UnixMilli())-1000)
-	body := c.AppendWire(binary.AppendUvarint([]byte{frameClaims}, 1))
-	fw := newFrameWriter(str)
-	_ = fw.write(appendHello(nil, hello{version: protoVersion}))
-	_ = fw.write(body)
-	_ = fw.write([]byte{frameEnd})
-	if err := fw.flush(); err != nil {
-		t.Fatal(err)
-	}
-	_ = str.CloseWrite()
-	_, _ = io.Copy(io.Discard, str)
-	_ = str.Close()
+	pushBySync(ctx, t, useful, victim, c)
 	cm := s.host.ConnManager()
 	for deadline := time.Now().Add(10 * time.Second); cm.GetTagInfo(useful.ID()) == nil || cm.GetTagInfo(useful.ID()).Tags[usefulTag] != usefulValue; {
 		if time.Now().After(deadline) {
@@ -112,5 +98,57 @@ func TestConnTrim_UsefulPeerOutlastsFreshIDs(t *testing.T) {
 	}
 	if s.host.Network().Connectedness(boot.ID()) != network.Connected {
 		t.Fatal("the trim cut the protected bootstrap peer")
+	}
+}
+
+// pushBySync connects h to the node and pushes c in one sync session:
+// HELLO, CLAIMS, END.
+func pushBySync(ctx context.Context, t *testing.T, h host.Host, node peer.AddrInfo, c store.Claim) {
+	t.Helper()
+	if err := h.Connect(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	str, err := h.NewStream(ctx, node.ID, ProtocolSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := newFrameWriter(str)
+	_ = fw.write(appendHello(nil, hello{version: protoVersion}))
+	_ = fw.write(c.AppendWire(binary.AppendUvarint([]byte{frameClaims}, 1)))
+	_ = fw.write([]byte{frameEnd})
+	if err := fw.flush(); err != nil {
+		t.Fatal(err)
+	}
+	_ = str.CloseWrite()
+	_, _ = io.Copy(io.Discard, str)
+	_ = str.Close()
+}
+
+// TestConnTrim_OpenTrustTagsNobody (review s12 E1): on an open node a
+// claim by a key made a moment ago is new too, so it must not buy the
+// useful tag: fresh ids would outrank honest peers that only pull.
+func TestConnTrim_OpenTrustTagsNobody(t *testing.T) {
+	signer := storetest.Signer(132)
+	st := storetest.Open(t, store.Config{OwnUID: signer.UID(), Trust: store.TrustOpen})
+	s := New(Config{Identity: signer, Store: st, Name: "t", SyncInterval: time.Hour, NoAutoSync: true,
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Logger: storetest.Logger(t, 8)})
+	if err := s.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	w, _ := store.GenerateSigner()
+	c := w.Text(store.MidhashCID([]byte("00000000000000000000000000000002")), "title", "x", uint64(time.Now().UnixMilli())-1000)
+	h := bareHost(t)
+	pushBySync(ctx, t, h, peer.AddrInfo{ID: s.host.ID(), Addrs: s.host.Addrs()}, c)
+	for deadline := time.Now().Add(10 * time.Second); s.Status().ClaimsRecvd == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pushed claim was not received")
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the session's record tags right after counting
+	if ti := s.host.ConnManager().GetTagInfo(h.ID()); ti != nil && ti.Tags[usefulTag] != 0 {
+		t.Fatalf("a fresh signer's claim bought the useful tag in open trust: %+v", ti.Tags)
 	}
 }

@@ -176,8 +176,14 @@ const (
 )
 
 // markUseful tags p as useful in the connection manager (a no-op on hosts
-// without one, such as mocknet's).
+// without one, such as mocknet's). Not in open trust: there a claim signed
+// by a key made a moment ago is new here too, so each fresh id would buy
+// the tag with one signature and outrank honest peers that only pull
+// (review s12 E1); an open node (a bootstrap) has the short grace alone.
 func (s *Swarm) markUseful(p peer.ID) {
+	if s.cfg.Store.TrustMode() == store.TrustOpen {
+		return
+	}
 	if h := s.host; h != nil {
 		h.ConnManager().TagPeer(p, usefulTag, usefulValue)
 	}

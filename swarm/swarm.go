@@ -27,6 +27,7 @@ import (
 type Store interface {
 	Submit(ctx context.Context, claims []store.Claim, opt store.SubmitOptions) ([]store.Result, error)
 	Trusted(uid string) bool
+	TrustMode() store.TrustMode
 	SyncSet() *store.SyncSet
 	SyncReady() <-chan struct{}
 	ClaimsByItems(ctx context.Context, items []store.SyncItem) ([]store.Claim, error)
