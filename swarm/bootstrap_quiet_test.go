@@ -29,8 +29,10 @@ func TestBootstrap_UnreachableIsReported(t *testing.T) {
 		Listen: []string{"/ip4/127.0.0.1/tcp/0"},
 		// Nobody there, and this node itself (a list shared by the nodes
 		// of a swarm), which must not count as a bootstrap peer reached.
-		Bootstrap: []string{"/ip4/127.0.0.1/tcp/1/p2p/" + bootID.String(), "/ip4/127.0.0.1/tcp/2/p2p/" + selfID.String()},
-		Name:      "t", SyncInterval: time.Hour, Logger: logs.logger()})
+		// The bootstrap peer by two addresses: one peer to dial and count.
+		Bootstrap: []string{"/ip4/127.0.0.1/tcp/1/p2p/" + bootID.String(), "/ip4/127.0.0.1/tcp/2/p2p/" + selfID.String(),
+			"/ip6/::1/tcp/1/p2p/" + bootID.String()},
+		Name: "t", SyncInterval: time.Hour, Logger: logs.logger()})
 	s.SetBootstrapQuiet(300 * time.Millisecond)
 	if err := s.Open(t.Context()); err != nil {
 		t.Fatal(err)

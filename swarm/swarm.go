@@ -225,6 +225,7 @@ type Swarm struct {
 	charged           chargedIDs             // claims that spent their signer's budget just now
 	sessions          *peerSessions          // inbound sync sessions per peer
 	syncBudget        *keyedLimiter[peer.ID] // claims sent by sync per peer (sync_budget.go)
+	netBudget         *keyedLimiter[string]  // and per network the peers connect from
 	errs              *errorLog
 	peerStats         *peerStats
 	met               *metrics
@@ -291,6 +292,7 @@ func (s *Swarm) Open(ctx context.Context) (err error) {
 	s.signers = newKeyedLimiter[string](s.cfg.SignerRate, maxSignerBuckets)
 	s.sessions = newPeerSessions(maxSessionsPerPeer)
 	s.syncBudget = newSyncBudget(func() int { return s.cfg.Store.SyncSet().Len() })
+	s.netBudget = newNetBudget(func() int { return s.cfg.Store.SyncSet().Len() })
 	s.errs = newErrorLog()
 	s.peerStats = newPeerStats()
 	s.gater = &gater{s: s}
@@ -539,11 +541,19 @@ func (s *Swarm) Addrs() []string {
 
 func parseAddrInfos(addrs []string) ([]peer.AddrInfo, error) {
 	var out []peer.AddrInfo
+	at := map[peer.ID]int{}
 	for _, a := range addrs {
 		ai, err := peer.AddrInfoFromString(a)
 		if err != nil {
 			return nil, fmt.Errorf("%q: %w", a, err)
 		}
+		// One entry per peer: a bootstrap node listed by its IPv4 and its
+		// IPv6 address is one peer to dial, protect and count (review s12 E4).
+		if i, ok := at[ai.ID]; ok {
+			out[i].Addrs = append(out[i].Addrs, ai.Addrs...)
+			continue
+		}
+		at[ai.ID] = len(out)
 		out = append(out, *ai)
 	}
 	return out, nil

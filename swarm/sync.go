@@ -70,6 +70,7 @@ type SyncStats struct {
 type session struct {
 	s       *Swarm
 	peer    peer.ID
+	budget  budgetOf // what its claims sent are charged to
 	stream  network.Stream
 	fr      *frameReader
 	fw      *frameWriter
@@ -100,6 +101,7 @@ func (s *Swarm) newSession(ctx context.Context, st network.Stream, initiator, ma
 	ss := &session{
 		s:       s,
 		peer:    st.Conn().RemotePeer(),
+		budget:  budgetOfConn(st.Conn()),
 		stream:  st,
 		fr:      newFrameReader(st),
 		fw:      newFrameWriter(st),
@@ -168,7 +170,7 @@ func (s *Swarm) syncWith(ctx context.Context, p peer.ID, mayDefer bool) (SyncSta
 	if err := s.waitSyncReady(ctx); err != nil {
 		return SyncStats{Peer: p, Initiator: true, Err: err}, err
 	}
-	if s.budgetSpent(p, "initiator") {
+	if s.budgetSpent(s.budgetOfPeer(p), "initiator") {
 		err := fmt.Errorf("sync with %s: %w", p, errSyncBudget)
 		return SyncStats{Peer: p, Initiator: true, Err: err}, err
 	}
@@ -216,7 +218,7 @@ func (s *Swarm) handleSync(st network.Stream) {
 		return
 	}
 	// After the set is ready: the budget's size follows it.
-	if s.budgetSpent(p, "responder") {
+	if s.budgetSpent(budgetOfConn(st.Conn()), "responder") {
 		s.refuseSync(st, errCodeBusy, "", "sync budget for this peer spent; try again in minutes")
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/metanode/metanode/store"
@@ -353,5 +354,75 @@ func TestSync_BudgetBoundsInitiatorPushes(t *testing.T) {
 	}
 	if got := refusals(t, v, "initiator"); got != 1 {
 		t.Fatalf("budget refusals counted: %v, want 1", got)
+	}
+}
+
+// TestSync_NetBudgetBoundsFreshIDs (review s12 E2): fresh peer ids from
+// one network each start with a full bucket of their own, but not of their
+// network's: past netBudgetPeers peers' worth, a new id from there is
+// refused at once. The test's mocknet addresses are all keyed as one
+// public network.
+func TestSync_NetBudgetBoundsFreshIDs(t *testing.T) {
+	old := budgetNet
+	budgetNet = func(ma.Multiaddr) string { return "198.51.100.7/32" }
+	t.Cleanup(func() { budgetNet = old })
+	mn := mocknet.New()
+	t.Cleanup(func() { _ = mn.Close() })
+	v := openMockSwarm(t, mn, 121, "/ip4/10.1.2.1/tcp/4001", store.TrustOpen, nil, func(c *Config) { c.NoAutoSync = true })
+	const n = 200
+	submitLocal(t, v, budgetClaims(t, n, 0))
+	perNet := netBudgetPeers * (2*n + resendSlack)
+	sent, ids := 0, 0
+	for ; ids < 4*netBudgetPeers; ids++ {
+		att := connectedPeer(t, mn, v.host.ID())
+		got, err := askWholeSet(t.Context(), att, v.host.ID())
+		sent += got
+		if isBusy(err) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("id %d: %v", ids+1, err)
+		}
+		// Each id takes what its own bucket allows, then a fresh one comes.
+		for range 3 {
+			got, err := askWholeSet(t.Context(), att, v.host.ID())
+			sent += got
+			if isBusy(err) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("id %d: %v", ids+1, err)
+			}
+		}
+	}
+	if ids == 4*netBudgetPeers {
+		t.Fatalf("%d fresh ids from one network were sent %d claims, never refused", ids, sent)
+	}
+	if sent > perNet+2*n { // past empty by one session, and what refilled meanwhile
+		t.Errorf("one network was sent %d claims, its budget is %d", sent, perNet)
+	}
+	var m dto.Metric
+	if err := v.met.syncRefused.WithLabelValues("responder", "net_budget").Write(&m); err != nil || m.GetCounter().GetValue() < 1 {
+		t.Errorf("net budget refusals counted: %v (%v)", m.GetCounter().GetValue(), err)
+	}
+	t.Logf("%d fresh ids from one network: %d claims sent (budget %d), then refused", ids, sent, perNet)
+}
+
+// TestBudgetNet: public addresses are keyed by /32 or /48; private,
+// carrier-grade NAT, link-local and loopback ones have no network budget.
+func TestBudgetNet(t *testing.T) {
+	for addr, want := range map[string]string{
+		"/ip4/198.51.100.7/tcp/4001":            "198.51.100.7/32",
+		"/ip6/2001:db8:1:2::5/udp/4001/quic-v1": "2001:db8:1::/48",
+		"/ip4/192.168.1.10/tcp/4001":            "",
+		"/ip4/100.64.3.4/tcp/4001":              "",
+		"/ip4/127.0.0.1/tcp/4001":               "",
+		"/ip6/::1/tcp/4001":                     "",
+		"/ip6/fe80::1/tcp/4001":                 "",
+		"/dns4/example.org/tcp/4001":            "",
+	} {
+		if got := budgetNet(ma.StringCast(addr)); got != want {
+			t.Errorf("%s: %q, want %q", addr, got, want)
+		}
 	}
 }

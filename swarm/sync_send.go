@@ -39,7 +39,7 @@ func (ss *session) sendTurn(ctx context.Context, h *hello, plan turnPlan, peerWa
 		}
 	}
 	cw := claimWriter{write: w, stats: &ss.stats, limit: int64(2*ss.rec.view.set.Len() + resendSlack),
-		spend: func(n int) { ss.s.spendBudget(ss.peer, n) }}
+		spend: func(n int) { ss.s.spendBudget(ss.budget, n) }}
 	if ss.rec.push {
 		// Each claim once, however often the peer asked for it (wants
 		// repeat across WANT frames) or we found it lacking.
