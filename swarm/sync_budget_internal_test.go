@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -35,21 +36,9 @@ func budgetClaims(t *testing.T, n, base int) []store.Claim {
 
 func submitLocal(t *testing.T, s *Swarm, claims []store.Claim) {
 	t.Helper()
-	for c := range chunksOf(claims, 1000) {
+	for c := range slices.Chunk(claims, 1000) {
 		if _, err := s.cfg.Store.Submit(t.Context(), c, store.SubmitOptions{Origin: store.OriginLocal}); err != nil {
 			t.Fatal(err)
-		}
-	}
-}
-
-func chunksOf[T any](s []T, n int) func(func([]T) bool) {
-	return func(yield func([]T) bool) {
-		for len(s) > 0 {
-			k := min(n, len(s))
-			if !yield(s[:k]) {
-				return
-			}
-			s = s[k:]
 		}
 	}
 }

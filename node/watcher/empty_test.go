@@ -102,25 +102,7 @@ func TestStore_EmptyRootAtStartKeepsRows(t *testing.T) {
 	}
 
 	mount(t, root, share)
-	select {
-	case <-w.Ready():
-	case <-time.After(20 * time.Second):
-		t.Fatal("not ready 20s after the share was mounted")
-	}
-	if err := w.Health(); err != nil {
-		t.Errorf("health once mounted: %v", err)
-	}
-	if d := diffStrings(rowsOf(t, s, root), want); d != "" {
-		t.Errorf("rows once mounted:\n%s", d)
-	}
-	if st := w.Stats(); st.Hashed != 0 || st.Applied != 0 || st.Files != 2 || st.Scans != 1 {
-		t.Errorf("stats %+v, want one scan, nothing hashed or applied, 2 files", st)
-	}
-	writeFile(t, root, "c.bin", []byte("charlie"), at(3))
-	waitFor(t, "the new file's add", func() bool { return ev.len() >= 3 })
-	if d := diffStrings(ev.ops(2), []string{"add c.bin"}); d != "" {
-		t.Errorf("events after the start:\n%s", d)
-	}
+	checkBackAndLive(t, w, s, root, ev, want, "the share was mounted")
 }
 
 // TestStore_RootEmptiedAtRuntime: the share unmounted while the node runs
