@@ -85,6 +85,28 @@ func askWholeSet(ctx context.Context, att host.Host, victim peer.ID) (int, error
 	}
 }
 
+// askUntilBusy runs whole-set sessions of att with victim, each carrying
+// the whole set of n claims, until victim answers busy or max were served;
+// it returns how many were served and the claims they carried.
+func askUntilBusy(t *testing.T, att host.Host, victim peer.ID, n, max int) (served, sent int) {
+	t.Helper()
+	for served < max {
+		got, err := askWholeSet(t.Context(), att, victim)
+		sent += got
+		if isBusy(err) {
+			return served, sent
+		}
+		if err != nil {
+			t.Fatalf("whole-set session %d: %v", served+1, err)
+		}
+		if got != n {
+			t.Fatalf("whole-set session %d carried %d claims, want %d", served+1, got, n)
+		}
+		served++
+	}
+	return served, sent
+}
+
 // refusals is the victim's count of budget refusals in role.
 func refusals(t *testing.T, s *Swarm, role string) float64 {
 	t.Helper()
@@ -119,21 +141,7 @@ func TestSync_BudgetRefusesRepeatedWholeSet(t *testing.T) {
 
 	// Whole-set sessions one after the other, until refused.
 	start := time.Now()
-	served, sent := 0, 0
-	for served < 10 {
-		got, err := askWholeSet(t.Context(), att, v.host.ID())
-		sent += got
-		if isBusy(err) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("whole-set session %d: %v", served+1, err)
-		}
-		if got != n {
-			t.Fatalf("whole-set session %d carried %d claims, want %d", served+1, got, n)
-		}
-		served++
-	}
+	served, sent := askUntilBusy(t, att, v.host.ID(), n, 10)
 	t.Logf("%v: whole-set sessions served before the refusal: %d, %d claims (set %d, budget %d)", time.Since(start).Round(time.Millisecond), served, sent, n, budget)
 	if served == 10 {
 		t.Fatalf("10 whole-set sessions in a row served (%d claims of a set of %d): no budget", sent, n)
@@ -363,25 +371,11 @@ func TestSync_NetBudgetBoundsFreshIDs(t *testing.T) {
 	perNet := netBudgetPeers * (2*n + resendSlack)
 	sent, ids := 0, 0
 	for ; ids < 4*netBudgetPeers; ids++ {
-		att := connectedPeer(t, mn, v.host.ID())
-		got, err := askWholeSet(t.Context(), att, v.host.ID())
-		sent += got
-		if isBusy(err) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("id %d: %v", ids+1, err)
-		}
 		// Each id takes what its own bucket allows, then a fresh one comes.
-		for range 3 {
-			got, err := askWholeSet(t.Context(), att, v.host.ID())
-			sent += got
-			if isBusy(err) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("id %d: %v", ids+1, err)
-			}
+		served, got := askUntilBusy(t, connectedPeer(t, mn, v.host.ID()), v.host.ID(), n, 4)
+		sent += got
+		if served == 0 { // refused at once: its network's budget
+			break
 		}
 	}
 	if ids == 4*netBudgetPeers {
