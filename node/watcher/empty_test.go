@@ -72,18 +72,7 @@ func mount(t *testing.T, root, share string) {
 func TestStore_EmptyRootAtStartKeepsRows(t *testing.T) {
 	s := storetest.Open(t, store.Config{})
 	root := filepath.Join(t.TempDir(), "media")
-	writeFile(t, root, "a.bin", []byte("alpha"), at(1))
-	writeFile(t, root, "sub/b.bin", []byte("bravo"), at(2))
-	w1 := open(t, root, s)
-	if err := w1.Close(); err != nil {
-		t.Fatal(err)
-	}
-	want := rowsOf(t, s, root)
-	if len(want) != 2 {
-		t.Fatalf("rows of the first run: %v", want)
-	}
-	ev := follow(t, s)
-	waitFor(t, "the first run's adds", func() bool { return ev.len() == 2 })
+	want, ev := firstRun(t, s, root)
 
 	share := unmount(t, root)
 	w := start(t, root, s)

@@ -193,18 +193,7 @@ func TestStore_RootMissingAtStartKeepsRows(t *testing.T) {
 	s := storetest.Open(t, store.Config{})
 	dir := t.TempDir()
 	root := filepath.Join(dir, "media")
-	writeFile(t, root, "a.bin", []byte("alpha"), at(1))
-	writeFile(t, root, "sub/b.bin", []byte("bravo"), at(2))
-	w1 := open(t, root, s)
-	if err := w1.Close(); err != nil {
-		t.Fatal(err)
-	}
-	want := rowsOf(t, s, root)
-	if len(want) != 2 {
-		t.Fatalf("rows of the first run: %v", want)
-	}
-	ev := follow(t, s)
-	waitFor(t, "the first run's adds", func() bool { return ev.len() == 2 })
+	want, ev := firstRun(t, s, root)
 
 	away := filepath.Join(dir, "unmounted")
 	if err := os.Rename(root, away); err != nil {
@@ -254,4 +243,24 @@ func checkBackAndLive(t *testing.T, w *watcher.Watcher, s *store.Store, root str
 	if d := diffStrings(ev.ops(2), []string{"add c.bin"}); d != "" {
 		t.Errorf("events after the start:\n%s", d)
 	}
+}
+
+// firstRun indexes two files under root with a watcher run that ends, and
+// returns their rows and a feed of the store's file events (holding that
+// run's two adds).
+func firstRun(t *testing.T, s *store.Store, root string) ([]string, *feed) {
+	t.Helper()
+	writeFile(t, root, "a.bin", []byte("alpha"), at(1))
+	writeFile(t, root, "sub/b.bin", []byte("bravo"), at(2))
+	w1 := open(t, root, s)
+	if err := w1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := rowsOf(t, s, root)
+	if len(want) != 2 {
+		t.Fatalf("rows of the first run: %v", want)
+	}
+	ev := follow(t, s)
+	waitFor(t, "the first run's adds", func() bool { return ev.len() == 2 })
+	return want, ev
 }
