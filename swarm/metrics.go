@@ -62,7 +62,7 @@ func newMetrics(s *Swarm) *metrics {
 		syncSessions:      vec("sync_sessions_total", "Sync sessions, by role (initiator, responder) and result (ok, error).", "role", "result"),
 		syncBytes:         vec("sync_bytes_total", "Sync protocol bytes, by direction (sent, received).", "dir"),
 		syncClaims:        vec("sync_claims_total", "Claims moved by sync, by direction: sent, received (new to this node), received_all (whatever the store said: above received, copies).", "dir"),
-		syncRefused:       vec("sync_refused_total", "Sync sessions refused, by role (responder: a peer's session answered ERROR; initiator: a session this node did not start) and reason (busy, not_ready, budget: the peer's sync budget is spent).", "role", "reason"),
+		syncRefused:       vec("sync_refused_total", "Sync sessions refused, by role (responder: a peer's session answered ERROR; initiator: a session this node did not start) and reason (busy, not_ready, budget: the peer's sync budget is spent, net_budget: its network's).", "role", "reason"),
 		syncRoundTrips: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
 			Name: "sync_round_trips", Help: "Round trips per sync session.", Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16, 32}}),
 		fetches:  vec("fetch_requests_total", "Fetch requests made, by result (ok, empty, error).", "result"),

@@ -170,13 +170,16 @@ func (s *Swarm) syncWith(ctx context.Context, p peer.ID, mayDefer bool) (SyncSta
 	if err := s.waitSyncReady(ctx); err != nil {
 		return SyncStats{Peer: p, Initiator: true, Err: err}, err
 	}
-	if s.budgetSpent(s.budgetOfPeer(p), "initiator") {
-		err := fmt.Errorf("sync with %s: %w", p, errSyncBudget)
-		return SyncStats{Peer: p, Initiator: true, Err: err}, err
-	}
 	st, err := s.host.NewStream(network.WithNoDial(ctx, "sync"), p, ProtocolSync)
 	if err != nil {
 		err = fmt.Errorf("sync with %s: %w", p, err)
+		return SyncStats{Peer: p, Initiator: true, Err: err}, err
+	}
+	// Checked on the connection the stream took, the one its claims would
+	// be charged to (a peer may have one per network).
+	if s.budgetSpent(budgetOfConn(st.Conn()), "initiator") != "" {
+		_ = st.Reset()
+		err := fmt.Errorf("sync with %s: %w", p, errSyncBudget)
 		return SyncStats{Peer: p, Initiator: true, Err: err}, err
 	}
 	ss := s.newSession(ctx, st, true, mayDefer)
@@ -218,8 +221,8 @@ func (s *Swarm) handleSync(st network.Stream) {
 		return
 	}
 	// After the set is ready: the budget's size follows it.
-	if s.budgetSpent(budgetOfConn(st.Conn()), "responder") {
-		s.refuseSync(st, errCodeBusy, "", "sync budget for this peer spent; try again in minutes")
+	if why := s.budgetSpent(budgetOfConn(st.Conn()), "responder"); why != "" {
+		s.refuseSync(st, errCodeBusy, "", why)
 		return
 	}
 	ss := s.newSession(ctx, st, false, true)

@@ -80,6 +80,10 @@ var budgetNet = func(addr ma.Multiaddr) string {
 		return ""
 	}
 	a = a.Unmap()
+	if nat64.Contains(a) { // an IPv4 peer reached from an IPv6-only network: its own address
+		b := a.As16()
+		a = netip.AddrFrom4([4]byte(b[12:]))
+	}
 	if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || isPrivateNet(a) {
 		return ""
 	}
@@ -90,6 +94,10 @@ var budgetNet = func(addr ma.Multiaddr) string {
 	pre, _ := a.Prefix(bits)
 	return pre.String()
 }
+
+// nat64 is the well-known NAT64 prefix (RFC 6052): the IPv4 address is in
+// the last 32 bits.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 
 // isPrivateNet reports whether a lies in one of the prefixes the resource
 // manager treats as a shared home or carrier network.
@@ -112,35 +120,28 @@ func budgetOfConn(c network.Conn) budgetOf {
 	return budgetOf{c.RemotePeer(), budgetNet(c.RemoteMultiaddr())}
 }
 
-// budgetOfPeer is the key of p over its first open connection.
-func (s *Swarm) budgetOfPeer(p peer.ID) budgetOf {
-	if cs := s.host.Network().ConnsToPeer(p); len(cs) > 0 {
-		return budgetOfConn(cs[0])
-	}
-	return budgetOf{peer: p}
-}
-
-// budgetSpent reports whether the sync budget of b's peer, or of its
-// network, is spent; it logs and counts the refusal that follows (role:
-// "initiator" for a session this node does not start, "responder" for one
-// it answers ERROR busy).
-func (s *Swarm) budgetSpent(b budgetOf, role string) bool {
+// budgetSpent says why no session may run with b's peer: "" when neither
+// its sync budget nor its network's is spent, else what to tell it. It
+// logs and counts the refusal that follows (role: "initiator" for a
+// session this node does not start, "responder" for one it answers ERROR
+// busy).
+func (s *Swarm) budgetSpent(b budgetOf, role string) string {
 	if s.syncBudget == nil {
-		return false
+		return ""
 	}
 	now := time.Now()
-	reason := ""
+	var reason, why string
 	switch {
 	case s.syncBudget.empty(b.peer, now):
-		reason = "budget"
+		reason, why = "budget", "sync budget for this peer spent; try again in minutes"
 	case b.net != "" && s.netBudget.empty(b.net, now):
-		reason = "net_budget"
+		reason, why = "net_budget", "sync budget for the peers of this network spent; try again in minutes"
 	default:
-		return false
+		return ""
 	}
 	s.log.Debug("sync budget spent: no session", "peer", b.peer, "net", b.net, "role", role, "reason", reason)
 	s.met.syncRefused.WithLabelValues(role, reason).Inc()
-	return true
+	return why
 }
 
 // spendBudget charges b's peer and network with n claims sent to it.

@@ -402,6 +402,8 @@ func TestBudgetNet(t *testing.T) {
 		"/ip4/127.0.0.1/tcp/4001":               "",
 		"/ip6/::1/tcp/4001":                     "",
 		"/ip6/fe80::1/tcp/4001":                 "",
+		"/ip6/64:ff9b::c633:6407/tcp/4001":      "198.51.100.7/32", // NAT64: the IPv4 peer's own
+		"/ip6/::ffff:198.51.100.8/tcp/4001":     "198.51.100.8/32",
 		"/dns4/example.org/tcp/4001":            "",
 	} {
 		if got := budgetNet(ma.StringCast(addr)); got != want {
