@@ -4,6 +4,8 @@
 //	metanode init | id | keygen     identity and keys, offline
 //	metanode claim sign | claim put sign claims, post them to a node
 //	metanode get | status | peers | trust …   ask a node over its HTTP API
+//	metanode health | version       is a node serving; this binary's version
+//	metanode invite | join CODE     pair two homes in one step
 //	metanode bench verify | swarm   measure this machine or a loopback swarm
 //
 // The command contract (commands, flags, exit statuses 0/1/2) is cli.md;

@@ -105,7 +105,13 @@ type Watcher struct {
 	loaded     chan struct{} // closed once the view holds the store's rows
 	rescanCh   chan struct{} // capacity 1: requests coalesce
 
-	opened    atomic.Bool
+	// life serialises Open and Close: a Close while Open runs waits for it
+	// and then stops what it started; an Open after Close returns
+	// ErrClosed (review s12 H M1: the loops outlived a Close that raced
+	// Open).
+	life      sync.Mutex
+	opened    bool
+	closed    bool
 	closeOnce sync.Once
 
 	mu    sync.Mutex // guards view; held across ApplyFiles
@@ -156,9 +162,15 @@ func (w *Watcher) Open(ctx context.Context) (err error) {
 	if w.cfg.Root == "" {
 		return fmt.Errorf("open watcher: no files root: %w", store.ErrBadPath)
 	}
-	if !w.opened.CompareAndSwap(false, true) {
+	w.life.Lock()
+	defer w.life.Unlock()
+	if w.closed {
+		return fmt.Errorf("open watcher: %w", ErrClosed)
+	}
+	if w.opened {
 		return errors.New("open watcher: already opened")
 	}
+	w.opened = true
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("open watcher: %w", err)
 	}
@@ -229,7 +241,10 @@ func (w *Watcher) Close() error {
 	err := ErrClosed
 	w.closeOnce.Do(func() {
 		err = nil
-		if !w.opened.CompareAndSwap(false, true) && w.cancel != nil {
+		w.life.Lock()
+		defer w.life.Unlock()
+		w.closed = true
+		if w.cancel != nil {
 			w.cancel(ErrClosed)
 			err = w.g.Wait()
 			err = errors.Join(err, w.fsw.Close())

@@ -556,3 +556,32 @@ func TestLive_Debounce(t *testing.T) {
 		t.Errorf("hashed %d times for %d writes, want once", h, pieces)
 	}
 }
+
+// TestCloseDuringOpen: a Close racing Open either stops what Open started
+// or makes Open return ErrClosed; never both nil with the loops running
+// (review s12 H M1: a race on the loops' context, loops that outlived
+// Close). goleak in TestMain catches a loop left running.
+func TestCloseDuringOpen(t *testing.T) {
+	for i := range 50 {
+		w := watcher.New(watcher.Config{Root: t.TempDir(), Store: newMemStore(), Logger: testLogger(t)})
+		var wg sync.WaitGroup
+		var openErr, closeErr error
+		wg.Add(2)
+		go func() { defer wg.Done(); openErr = w.Open(t.Context()) }()
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i%5) * 10 * time.Microsecond)
+			closeErr = w.Close()
+		}()
+		wg.Wait()
+		if closeErr != nil {
+			t.Fatalf("iteration %d: Close: %v", i, closeErr)
+		}
+		if openErr != nil && !errors.Is(openErr, watcher.ErrClosed) {
+			t.Fatalf("iteration %d: Open: %v, want nil or ErrClosed", i, openErr)
+		}
+		if err := w.Close(); !errors.Is(err, watcher.ErrClosed) {
+			t.Fatalf("iteration %d: a second Close: %v", i, err)
+		}
+	}
+}
