@@ -21,8 +21,12 @@
 // providers and connected peers on a few goroutines each waits for.
 // libp2p runs the stream handlers
 // (inbound sync sessions, bounded in all, per peer and in time, see
-// guard.go, and the claims sync sends a peer, sync_budget.go; fetch and pair requests, bounded in time) and the topic
-// validator on its own goroutines;
+// guard.go, and the claims sync sends a peer and its public network,
+// sync_budget.go; fetch and pair requests, bounded in time and read with
+// small buffers) and the topic validator on its own goroutines; new
+// connections are kept from the connection manager's trims for 20 s, and
+// peers that brought trusted claims are tagged to outlast idle ones
+// (host.go);
 // Close waits for the handlers too. The validator submits to the Store
 // itself only for a message that carries a vouch for a signer of the same
 // message (one synchronous commit), and reads it (one batched query) to
