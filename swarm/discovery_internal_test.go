@@ -189,16 +189,43 @@ func TestPeerLimiter_SurvivesReconnect(t *testing.T) {
 func TestRefusedSet_BoundedAndGenerations(t *testing.T) {
 	r := newRefusedSet(8)
 	for i := range 20 {
-		r.add(store.SyncItem{TS: uint64(i)}, r.generation())
+		r.add(store.SyncItem{TS: uint64(i)}, "stranger", r.generation())
 	}
 	if n := r.len(); n > 8 || n == 0 {
 		t.Fatalf("%d items kept, bound 8", n)
 	}
 	gen := r.generation()
-	r.clear()
-	r.add(store.SyncItem{TS: 99}, gen) // decided before the trust change
-	if r.len() != 0 {
+	r.forget(func(string) bool { return false })
+	r.add(store.SyncItem{TS: 99}, "stranger", gen) // decided before the trust change
+	if _, ok := r.items[store.SyncItem{TS: 99}]; ok {
 		t.Fatal("a stale refusal was kept")
+	}
+}
+
+// TestRefusedSet_ForgetsOnlyTrustedSigners (review s12 G F1): a trust
+// change forgets the refusals of signers trusted now, and keeps the
+// strangers' (forgetting those made every trust change fetch an open
+// peer's whole backlog of them again), also past a reset of the interned
+// signer table.
+func TestRefusedSet_ForgetsOnlyTrustedSigners(t *testing.T) {
+	r := newRefusedSet(64)
+	for i := range 10 {
+		uid := "stranger"
+		if i%2 == 0 {
+			uid = "friend"
+		}
+		r.add(store.SyncItem{TS: uint64(i)}, uid, r.generation())
+	}
+	clear(r.uids) // as a flood of fresh signers does
+	r.forget(func(uid string) bool { return uid == "friend" })
+	got := r.snapshot()
+	if len(got) != 5 {
+		t.Fatalf("%d refusals kept, want the stranger's 5: %v", len(got), got)
+	}
+	for _, it := range got {
+		if it.TS%2 == 0 {
+			t.Fatalf("the friend's refusal %v was kept", it)
+		}
 	}
 }
 
@@ -210,19 +237,19 @@ func TestRefusedSet_SnapshotSharedUntilChanged(t *testing.T) {
 		t.Fatalf("empty set: %v", s)
 	}
 	for _, ts := range []uint64{5, 1, 3} {
-		r.add(store.SyncItem{TS: ts}, r.generation())
+		r.add(store.SyncItem{TS: ts}, "s", r.generation())
 	}
 	a, b := r.snapshot(), r.snapshot()
 	if len(a) != 3 || a[0].TS != 1 || a[2].TS != 5 || &a[0] != &b[0] {
 		t.Fatalf("snapshots %v %v: want one sorted slice, shared", a, b)
 	}
-	r.add(store.SyncItem{TS: 2}, r.generation())
+	r.add(store.SyncItem{TS: 2}, "s", r.generation())
 	if c := r.snapshot(); len(c) != 4 || c[1].TS != 2 || len(a) != 3 {
 		t.Fatalf("after an add: %v (old %v)", c, a)
 	}
-	r.clear()
+	r.forget(func(string) bool { return true })
 	if c := r.snapshot(); len(c) != 0 {
-		t.Fatalf("after clear: %v", c)
+		t.Fatalf("after the signer is trusted: %v", c)
 	}
 }
 

@@ -162,8 +162,8 @@ func (s *Swarm) fetchCounting(ctx context.Context, p peer.ID, cids []string) (fc
 	}
 	gen := s.refused.generation()
 	claims, refused := s.dropUntrusted(claims)
-	for _, it := range refused {
-		s.refused.add(it, gen)
+	for _, r := range refused {
+		s.refused.add(r.item, r.uid, gen)
 	}
 	fc.untrusted = len(refused)
 	claims, onGroup, unasked := s.boundToRequest(claims, cids)
@@ -196,7 +196,7 @@ func (s *Swarm) fetchCounting(ctx context.Context, p peer.ID, cids []string) (fc
 		case errors.Is(r.Err, ErrNotInterested):
 			// Neutral: not held against the peer, not remembered as refused.
 		case errors.Is(r.Err, store.ErrUntrusted):
-			s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID}, gen)
+			s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID}, claims[i].UID, gen)
 			fc.untrusted++
 		case isInvalid(r.Err):
 			bad++

@@ -529,7 +529,7 @@ func (s *Swarm) runGossipStore(ctx context.Context) {
 				// Not of interest (an interest-mode node's filter) is
 				// neutral: not refused, so a later interest may still bring it.
 				if r.Outcome == store.Rejected && !errors.Is(r.Err, ErrNotInterested) && errors.Is(r.Err, store.ErrUntrusted) {
-					s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID}, gen)
+					s.refused.add(store.SyncItem{TS: claims[i].TS, ID: r.ID}, claims[i].UID, gen)
 				}
 				if r.Stored && relay != nil && relay[i] {
 					again = append(again, claims[i])

@@ -3,6 +3,7 @@ package swarm
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,14 +142,19 @@ func (g *gater) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason)
 
 const maxRefused = 1 << 17
 
-// refusedSet remembers claims the store refused as untrusted, so periodic
-// syncs do not fetch them again: sync counts them as held. Bounded: the
-// oldest are forgotten first. Resync clears it (trust changed).
+// refusedSet remembers claims the store refused as untrusted, with their
+// signer, so periodic syncs do not fetch them again: sync counts them as
+// held. Bounded: the oldest are forgotten first. A trust change (Resync)
+// forgets those whose signer is trusted now, and only those: forgetting
+// all made every trust change (a pairing, a new plugin, a vouch arriving)
+// fetch an open peer's whole backlog of strangers' claims again, which
+// spent the peer's sync budget in 3 or 4 changes (review s12 G F1).
 type refusedSet struct {
 	mu    sync.Mutex
 	max   int
-	gen   uint64 // bumped by clear: refusals decided before a trust change are dropped
-	items map[store.SyncItem]struct{}
+	gen   uint64                    // bumped by forget: refusals decided before a trust change are dropped
+	items map[store.SyncItem]string // → signer uid
+	uids  map[string]string         // interned signer uids: refusals share a few
 	order []store.SyncItem
 	// sorted is the last snapshot, shared read-only by the sessions that
 	// took it until the set changes: each session used to clone and sort
@@ -158,7 +164,7 @@ type refusedSet struct {
 }
 
 func newRefusedSet(max int) *refusedSet {
-	return &refusedSet{max: max, items: map[store.SyncItem]struct{}{}}
+	return &refusedSet{max: max, items: map[store.SyncItem]string{}, uids: map[string]string{}}
 }
 
 // generation returns the current generation, to pass to add.
@@ -168,9 +174,9 @@ func (r *refusedSet) generation() uint64 {
 	return r.gen
 }
 
-// add remembers a refusal decided in generation gen (ignored when trust
-// changed since).
-func (r *refusedSet) add(it store.SyncItem, gen uint64) {
+// add remembers a claim of signer uid refused in generation gen (ignored
+// when trust changed since).
+func (r *refusedSet) add(it store.SyncItem, uid string, gen uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.items[it]; ok || gen != r.gen {
@@ -183,20 +189,48 @@ func (r *refusedSet) add(it store.SyncItem, gen uint64) {
 		}
 		r.order = slices.Delete(r.order, 0, len(drop))
 	}
-	r.items[it] = struct{}{}
+	u, ok := r.uids[uid]
+	if !ok {
+		if len(r.uids) >= r.max { // a flood of fresh signers: start the table over
+			clear(r.uids)
+		}
+		u = strings.Clone(uid)
+		r.uids[u] = u
+	}
+	r.items[it] = u
 	r.order = append(r.order, it)
 	r.sorted = nil
 	r.ver++
 }
 
-func (r *refusedSet) clear() {
+// forget drops the refusals whose signer trusted now accepts, and any
+// refusal decided before this call.
+func (r *refusedSet) forget(trusted func(uid string) bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	clear(r.items)
-	r.order = nil
-	r.sorted = nil
-	r.ver++
 	r.gen++
+	now := map[string]bool{} // per signer: a few, however many claims
+	is := func(uid string) bool {
+		t, ok := now[uid]
+		if !ok {
+			t = trusted(uid)
+			now[uid] = t
+		}
+		return t
+	}
+	n := len(r.order)
+	r.order = slices.DeleteFunc(r.order, func(it store.SyncItem) bool {
+		if uid := r.items[it]; is(uid) {
+			delete(r.items, it)
+			delete(r.uids, uid)
+			return true
+		}
+		return false
+	})
+	if len(r.order) != n {
+		r.sorted = nil
+		r.ver++
+	}
 }
 
 func (r *refusedSet) len() int {

@@ -487,13 +487,13 @@ func (s *Swarm) Provide(cids ...string) {
 	}
 }
 
-// Resync forgets claims refused earlier and reconciles with every
-// connected peer again (after a trust change).
+// Resync forgets the claims refused earlier whose signers are trusted now
+// and reconciles with every connected peer again (after a trust change).
 func (s *Swarm) Resync() {
 	if !s.isOpen() {
 		return
 	}
-	s.refused.clear()
+	s.refused.forget(s.cfg.Store.Trusted)
 	select {
 	case s.resyncCh <- struct{}{}:
 	default:

@@ -71,8 +71,8 @@ func (sub *submitter) wait() error {
 func (sub *submitter) store(ctx context.Context, batch []store.Claim) error {
 	gen := sub.s.refused.generation()
 	batch, untrusted := sub.s.dropUntrusted(batch)
-	for _, it := range untrusted {
-		sub.refuse(it, gen)
+	for _, r := range untrusted {
+		sub.refuse(r, gen)
 	}
 	if len(batch) == 0 {
 		return nil
@@ -94,7 +94,7 @@ func (sub *submitter) store(ctx context.Context, batch []store.Claim) error {
 			// Neutral: the peer sent what we asked for; the filter is ours.
 			sub.uninterested.Add(1)
 		case errors.Is(r.Err, store.ErrUntrusted):
-			sub.refuse(store.SyncItem{TS: batch[i].TS, ID: r.ID}, gen)
+			sub.refuse(refusal{store.SyncItem{TS: batch[i].TS, ID: r.ID}, batch[i].UID}, gen)
 		case isInvalid(r.Err):
 			bad++
 		}
@@ -108,9 +108,9 @@ func (sub *submitter) store(ctx context.Context, batch []store.Claim) error {
 
 // refuse counts a claim of an untrusted signer and remembers it as refused
 // while the session is within maxRefusedInSession.
-func (sub *submitter) refuse(it store.SyncItem, gen uint64) {
+func (sub *submitter) refuse(r refusal, gen uint64) {
 	if sub.refused.Add(1) <= sub.s.refusedPerSession {
-		sub.s.refused.add(it, gen)
+		sub.s.refused.add(r.item, r.uid, gen)
 	}
 }
 
@@ -120,7 +120,7 @@ func (sub *submitter) refuse(it store.SyncItem, gen uint64) {
 // after verifying). A signer vouched for by a trusted signer's live vouch in
 // the same batch stays in, for the store to decide (one hop, distrust,
 // staleness). It returns the claims kept and the refused claims' items.
-func (s *Swarm) dropUntrusted(batch []store.Claim) ([]store.Claim, []store.SyncItem) {
+func (s *Swarm) dropUntrusted(batch []store.Claim) ([]store.Claim, []refusal) {
 	var vouched map[string]bool
 	trusted := func(uid string) bool { return s.cfg.Store.Trusted(uid) || vouched[uid] }
 	for i := range batch {
@@ -135,15 +135,21 @@ func (s *Swarm) dropUntrusted(batch []store.Claim) ([]store.Claim, []store.SyncI
 		return batch, nil
 	}
 	keep := make([]store.Claim, 0, len(batch))
-	var refused []store.SyncItem
+	var refused []refusal
 	for i := range batch {
 		if c := &batch[i]; trusted(c.UID) {
 			keep = append(keep, *c)
 		} else {
-			refused = append(refused, store.SyncItem{TS: c.TS, ID: c.ID()})
+			refused = append(refused, refusal{store.SyncItem{TS: c.TS, ID: c.ID()}, c.UID})
 		}
 	}
 	return keep, refused
+}
+
+// refusal is a claim refused as untrusted and its signer.
+type refusal struct {
+	item store.SyncItem
+	uid  string
 }
 
 // isInvalid reports a rejection that only a broken or hostile sender causes.
