@@ -191,8 +191,8 @@ func TestRefusedSet_BoundedAndGenerations(t *testing.T) {
 	for i := range 20 {
 		r.add(store.SyncItem{TS: uint64(i)}, "stranger", r.generation())
 	}
-	if n := r.len(); n > 8 || n == 0 {
-		t.Fatalf("%d items kept, bound 8", n)
+	if n := r.len(); n > 8 || n == 0 || r.signers["stranger"].n != n {
+		t.Fatalf("%d items kept (bound 8), the signer counts %d", n, r.signers["stranger"].n)
 	}
 	gen := r.generation()
 	r.forget(func(string) bool { return false })
@@ -205,8 +205,7 @@ func TestRefusedSet_BoundedAndGenerations(t *testing.T) {
 // TestRefusedSet_ForgetsOnlyTrustedSigners (review s12 G F1): a trust
 // change forgets the refusals of signers trusted now, and keeps the
 // strangers' (forgetting those made every trust change fetch an open
-// peer's whole backlog of them again), also past a reset of the interned
-// signer table.
+// peer's whole backlog of them again).
 func TestRefusedSet_ForgetsOnlyTrustedSigners(t *testing.T) {
 	r := newRefusedSet(64)
 	for i := range 10 {
@@ -216,11 +215,10 @@ func TestRefusedSet_ForgetsOnlyTrustedSigners(t *testing.T) {
 		}
 		r.add(store.SyncItem{TS: uint64(i)}, uid, r.generation())
 	}
-	clear(r.uids) // as a flood of fresh signers does
 	r.forget(func(uid string) bool { return uid == "friend" })
 	got := r.snapshot()
-	if len(got) != 5 {
-		t.Fatalf("%d refusals kept, want the stranger's 5: %v", len(got), got)
+	if len(got) != 5 || len(r.signers) != 1 {
+		t.Fatalf("%d refusals kept (%d signers), want the stranger's 5: %v", len(got), len(r.signers), got)
 	}
 	for _, it := range got {
 		if it.TS%2 == 0 {

@@ -152,10 +152,13 @@ const maxRefused = 1 << 17
 type refusedSet struct {
 	mu    sync.Mutex
 	max   int
-	gen   uint64                    // bumped by forget: refusals decided before a trust change are dropped
-	items map[store.SyncItem]string // → signer uid
-	uids  map[string]string         // interned signer uids: refusals share a few
-	order []store.SyncItem
+	gen   uint64 // bumped by forget: refusals decided before a trust change are dropped
+	items map[store.SyncItem]*refusedSigner
+	// signers holds each signer with refusals once, with their number: a
+	// trust change looks at each signer, not at each claim, and does
+	// nothing more when none of them became trusted.
+	signers map[string]*refusedSigner
+	order   []store.SyncItem
 	// sorted is the last snapshot, shared read-only by the sessions that
 	// took it until the set changes: each session used to clone and sort
 	// up to max items before reading a byte from its peer.
@@ -163,8 +166,14 @@ type refusedSet struct {
 	ver    uint64 // bumped by every change, so a sort done outside the lock is kept only if still current
 }
 
+// refusedSigner is a signer with refusals remembered, and how many.
+type refusedSigner struct {
+	uid string
+	n   int
+}
+
 func newRefusedSet(max int) *refusedSet {
-	return &refusedSet{max: max, items: map[store.SyncItem]string{}, uids: map[string]string{}}
+	return &refusedSet{max: max, items: map[store.SyncItem]*refusedSigner{}, signers: map[string]*refusedSigner{}}
 }
 
 // generation returns the current generation, to pass to add.
@@ -185,22 +194,31 @@ func (r *refusedSet) add(it store.SyncItem, uid string, gen uint64) {
 	if len(r.order) >= r.max {
 		drop := r.order[:r.max/4]
 		for _, d := range drop {
-			delete(r.items, d)
+			r.drop(d)
 		}
 		r.order = slices.Delete(r.order, 0, len(drop))
 	}
-	u, ok := r.uids[uid]
-	if !ok {
-		if len(r.uids) >= r.max { // a flood of fresh signers: start the table over
-			clear(r.uids)
-		}
-		u = strings.Clone(uid)
-		r.uids[u] = u
+	sg := r.signers[uid]
+	if sg == nil {
+		sg = &refusedSigner{uid: strings.Clone(uid)}
+		r.signers[sg.uid] = sg
 	}
-	r.items[it] = u
+	sg.n++
+	r.items[it] = sg
 	r.order = append(r.order, it)
 	r.sorted = nil
 	r.ver++
+}
+
+// drop forgets item it (not its place in order).
+func (r *refusedSet) drop(it store.SyncItem) {
+	sg := r.items[it]
+	delete(r.items, it)
+	if sg != nil {
+		if sg.n--; sg.n == 0 {
+			delete(r.signers, sg.uid)
+		}
+	}
 }
 
 // forget drops the refusals whose signer trusted now accepts, and any
@@ -209,28 +227,25 @@ func (r *refusedSet) forget(trusted func(uid string) bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gen++
-	now := map[string]bool{} // per signer: a few, however many claims
-	is := func(uid string) bool {
-		t, ok := now[uid]
-		if !ok {
-			t = trusted(uid)
-			now[uid] = t
+	now := map[*refusedSigner]bool{}
+	for uid, sg := range r.signers {
+		if trusted(uid) {
+			now[sg] = true
+			delete(r.signers, uid)
 		}
-		return t
 	}
-	n := len(r.order)
+	if len(now) == 0 {
+		return
+	}
 	r.order = slices.DeleteFunc(r.order, func(it store.SyncItem) bool {
-		if uid := r.items[it]; is(uid) {
+		if now[r.items[it]] {
 			delete(r.items, it)
-			delete(r.uids, uid)
 			return true
 		}
 		return false
 	})
-	if len(r.order) != n {
-		r.sorted = nil
-		r.ver++
-	}
+	r.sorted = nil
+	r.ver++
 }
 
 func (r *refusedSet) len() int {

@@ -170,17 +170,23 @@ func (s *Swarm) syncWith(ctx context.Context, p peer.ID, mayDefer bool) (SyncSta
 	if err := s.waitSyncReady(ctx); err != nil {
 		return SyncStats{Peer: p, Initiator: true, Err: err}, err
 	}
+	budgetErr := func() (SyncStats, error) {
+		err := fmt.Errorf("sync with %s: %w", p, errSyncBudget)
+		return SyncStats{Peer: p, Initiator: true, Err: err}, err
+	}
+	if s.budgetSpent(budgetOf{peer: p}, "initiator") != "" { // before any stream: the peer sees nothing
+		return budgetErr()
+	}
 	st, err := s.host.NewStream(network.WithNoDial(ctx, "sync"), p, ProtocolSync)
 	if err != nil {
 		err = fmt.Errorf("sync with %s: %w", p, err)
 		return SyncStats{Peer: p, Initiator: true, Err: err}, err
 	}
-	// Checked on the connection the stream took, the one its claims would
-	// be charged to (a peer may have one per network).
+	// The network's, on the connection the stream took, the one its
+	// claims would be charged to (a peer may have one per network).
 	if s.budgetSpent(budgetOfConn(st.Conn()), "initiator") != "" {
 		_ = st.Reset()
-		err := fmt.Errorf("sync with %s: %w", p, errSyncBudget)
-		return SyncStats{Peer: p, Initiator: true, Err: err}, err
+		return budgetErr()
 	}
 	ss := s.newSession(ctx, st, true, mayDefer)
 	err = ss.run(ctx, true)
