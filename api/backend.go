@@ -13,6 +13,9 @@ type Store interface {
 	Resolve(ctx context.Context, h string) (string, error)
 	Field(ctx context.Context, h, key string) (string, error)
 	Claims(ctx context.Context, h string, f store.ClaimFilter) (store.GroupClaims, error)
+	// FetchClaims returns every claim of the group holding cid, retractions
+	// included (a legacy write reads its own earlier votes).
+	FetchClaims(ctx context.Context, cid string) ([]store.Claim, error)
 	Merge(ctx context.Context, claims []store.Claim, as string) (store.MergeResult, error)
 	RIDs(ctx context.Context) ([]string, error)
 	List(ctx context.Context, offset, limit int) ([]store.ListItem, int, error)

@@ -14,21 +14,8 @@ func (s *Server) routes() {
 	s.handle("DELETE /api/kv/value", s.handleKVDelete)
 	s.handle("POST /api/metadata/clear", s.handleClear)
 
-	// The write routes of the single-box core: claims are signed now.
-	// Patterns name {h} so that /meta itself stays read-only (a subtree
-	// pattern "/meta/" would redirect PUT /meta to it).
-	for _, p := range []string{
-		"PUT /meta/{h}", "PATCH /meta/{h}", "DELETE /meta/{h}",
-		"PUT /meta/{h}/{key...}", "PATCH /meta/{h}/{key...}", "DELETE /meta/{h}/{key...}",
-		// The bare _add too: the pattern above alone makes the mux
-		// redirect /_add to /_add/, which ServeHTTP strips again (a loop).
-		"POST /meta/{h}/_add/{key...}", "POST /meta/{h}/_add",
-		"PUT /api/metadata/{id}", "DELETE /api/metadata/{id}",
-		"PUT /api/metadata/{id}/property",
-		"POST /api/metadata/batch",
-	} {
-		s.handleOpen(p, handleGone) // answers 410 whoever asks: nothing to guard
-	}
+	// The single-box core's unsigned writes, as claims (legacy.go).
+	s.legacyRoutes()
 
 	// Reading.
 	s.handle("GET /api/meta/{cid}", s.handleMeta)
@@ -79,11 +66,6 @@ func (s *Server) routes() {
 func handleUncleanPath(w http.ResponseWriter, r *http.Request) error {
 	return errorf(http.StatusNotFound, "no route for %s %s: the path has an empty, \".\" or \"..\" segment (the clean form is %s)",
 		r.Method, r.URL.Path, cleanPath(r.URL.Path))
-}
-
-func handleGone(w http.ResponseWriter, r *http.Request) error {
-	return errorf(http.StatusGone,
-		"%s %s was removed: metadata is written as signed claims with POST /api/claims", r.Method, r.URL.Path)
 }
 
 // probeMethods are tried to tell a wrong method (405) from an unknown path (404).

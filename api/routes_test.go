@@ -17,13 +17,14 @@ import (
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
 
-// Every removed write route answers 410 gone, with or without a trailing
-// slash, and never a redirect (POST /meta/{h}/_add/ redirected to itself).
+// With legacy-writes: refuse, every legacy write route answers 410 gone,
+// with or without a trailing slash, and never a redirect (POST
+// /meta/{h}/_add/ redirected to itself).
 func TestGoneRoutes(t *testing.T) {
 	e := newEnv(t)
 	for _, r := range []struct{ method, path string }{
 		{"PUT", "/meta/" + cidA}, {"PATCH", "/meta/" + cidA}, {"DELETE", "/meta/" + cidA},
-		{"PUT", "/meta/" + cidA + "/title"}, {"PATCH", "/meta/" + cidA + "/title"}, {"DELETE", "/meta/" + cidA + "/title"},
+		{"PUT", "/meta/" + cidA + "/title"}, {"DELETE", "/meta/" + cidA + "/title"},
 		{"PUT", "/meta/" + cidA + "/cast/0/name"},
 		{"POST", "/meta/" + cidA + "/_add/tags"}, {"POST", "/meta/" + cidA + "/_add/genres/x"},
 		{"POST", "/meta/" + cidA + "/_add"},

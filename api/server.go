@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metanode/metanode/store"
 )
 
 // Defaults for Config fields left zero.
@@ -43,6 +45,11 @@ type Config struct {
 	// AnyHost ("*") answers every Host. See docs/http.md "Browsers and CSRF".
 	AllowedHosts []string
 
+	// LegacySigner, when set, signs the unsigned writes of the single-box
+	// core's routes (PATCH /meta/{h}, …; legacy.go): the node's legacy
+	// writer key. nil refuses them with 410 gone (legacy-writes: refuse).
+	LegacySigner *store.Signer
+
 	// BaseURL is the external URL consumers are told in GET /urls
 	// ("baseUrl"); default the URL the request came in on.
 	BaseURL string
@@ -66,8 +73,9 @@ type Server struct {
 	metrics *metrics
 	gather  prometheus.Gatherer
 	initErr error
-	unclean http.Handler // a path the mux would redirect (see ServeHTTP)
-	badHost http.Handler // a Host refused by the DNS-rebinding check
+	legacy  *legacyWriter // nil: legacy writes are refused
+	unclean http.Handler  // a path the mux would redirect (see ServeHTTP)
+	badHost http.Handler  // a Host refused by the DNS-rebinding check
 
 	// anyHost: Config.AllowedHosts holds AnyHost, the Host check is off.
 	// machine: this machine's own names, answered as Host (guard.go); set
@@ -135,6 +143,9 @@ func NewServer(cfg Config) *Server {
 		s.metrics, _ = newMetrics(nil) // keep the server usable for Open to report
 	}
 	s.anyHost = slices.Contains(cfg.AllowedHosts, AnyHost)
+	if cfg.LegacySigner != nil {
+		s.legacy = &legacyWriter{signer: cfg.LegacySigner}
+	}
 	s.streams, s.cancelStreams = context.WithCancelCause(context.Background())
 	s.base, s.cancelBase = context.WithCancelCause(context.Background())
 	s.routes()

@@ -15,6 +15,7 @@ func (n *Node) openAPI(ctx context.Context) error {
 		Node:         n,
 		FilesRoot:    n.cfg.FilesRoot,
 		AllowedHosts: n.cfg.HTTPAllowed,
+		LegacySigner: n.legacy,
 		Logger:       n.cfg.Logger,
 		Registerer:   n.reg,
 		Gatherer:     n.reg,

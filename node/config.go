@@ -26,6 +26,9 @@ const (
 	CacheFile    = "cache.db"     // the derived cache: rebuilt when missing
 	SwarmKeyFile = "swarm.key"    // a private swarm's pre-shared key
 	ConfigFile   = "metanode.yml" // optional config, read by serve
+	// LegacyKeyFile signs the unsigned writes of the single-box core's
+	// routes (legacy-writes: sign), hex, 0600.
+	LegacyKeyFile = "legacy-writer.key"
 )
 
 // DefaultHTTPAddr is where the local API listens unless told otherwise.
@@ -56,6 +59,12 @@ type Config struct {
 	NoAutoTrust bool
 	Replicate   Replicate // default ReplicateAll
 
+	// RefuseLegacyWrites answers the single-box core's unsigned write
+	// routes (PATCH /meta/{h}, …) 410 gone instead of signing them with
+	// the legacy writer key (legacy-writes: refuse).
+	RefuseLegacyWrites bool
+	LegacyKeyPath      string // default DataDir/legacy-writer.key (made on first Open)
+
 	MDNS         bool     // LAN discovery
 	DHTServer    bool     // kad-dht server mode
 	RelayService bool     // act as a relay (bootstrap profile)
@@ -81,6 +90,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CachePath == "" {
 		c.CachePath = join(c.DataDir, CacheFile)
+	}
+	if c.LegacyKeyPath == "" {
+		c.LegacyKeyPath = join(c.DataDir, LegacyKeyFile)
 	}
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = DefaultHTTPAddr

@@ -37,6 +37,23 @@ func EnsureDataDir(dir string) error {
 // (empty after an interrupted write, cut short, garbage) is an error that
 // says what to do, never replaced.
 func LoadOrCreateIdentity(path string) (signer *store.Signer, created bool, err error) {
+	s, created, err := loadOrCreateKey(path)
+	if errors.Is(err, store.ErrBadKeyFile) {
+		// Never a new key in its place on our own: the key is the node's
+		// identity, and the owner may well have a backup of it.
+		return nil, false, fmt.Errorf("node identity: %w: an empty or damaged %s: restore it from your backup (docs/operations.md), or move it away to make a new identity (peers will see a new node)",
+			err, filepath.Base(path))
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("node identity: %w", err)
+	}
+	return s, created, nil
+}
+
+// loadOrCreateKey reads the signer key at path, or makes one (0600) when
+// the file does not exist. A file that holds no key is store.ErrBadKeyFile,
+// never replaced.
+func loadOrCreateKey(path string) (signer *store.Signer, created bool, err error) {
 	s, err := store.LoadSigner(path)
 	if err == nil {
 		// A crash after the link and before the temporary file's removal
@@ -44,28 +61,19 @@ func LoadOrCreateIdentity(path string) (signer *store.Signer, created bool, err 
 		store.RemoveStaleKeyTemps(path)
 		return s, false, nil
 	}
-	if errors.Is(err, store.ErrBadKeyFile) {
-		// Never a new key in its place on our own: the key is the node's
-		// identity, and the owner may well have a backup of it.
-		return nil, false, fmt.Errorf("node identity: %w: an empty or damaged %s: restore it from your backup (docs/operations.md), or move it away to make a new identity (peers will see a new node)",
-			err, filepath.Base(path))
-	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, false, fmt.Errorf("node identity: %w", err)
+		return nil, false, err
 	}
 	s, err = store.GenerateSigner()
 	if err != nil {
-		return nil, false, fmt.Errorf("node identity: %w", err)
+		return nil, false, err
 	}
 	if err := s.WriteFile(path); err != nil {
 		if errors.Is(err, fs.ErrExist) { // another process made it first: use theirs
 			s, err = store.LoadSigner(path)
-			if err != nil {
-				return nil, false, fmt.Errorf("node identity: %w", err)
-			}
-			return s, false, nil
+			return s, false, err
 		}
-		return nil, false, fmt.Errorf("node identity: %w", err)
+		return nil, false, err
 	}
 	return s, true, nil
 }

@@ -32,7 +32,8 @@ type Node struct {
 	reg *prometheus.Registry
 
 	identity *store.Signer
-	peerCID  string // store.PeerIDCID(uid): where this node's vouches live
+	peerCID  string        // store.PeerIDCID(uid): where this node's vouches live
+	legacy   *store.Signer // signs legacy writes; nil when they are refused
 
 	store   *store.Store
 	swarm   *swarm.Swarm
@@ -140,6 +141,9 @@ func (n *Node) Open(ctx context.Context) (err error) {
 		n.addCloser("truth directory lock", unlock)
 	}
 	if err := n.openIdentity(); err != nil {
+		return fmt.Errorf("open node: %w", err)
+	}
+	if err := n.openLegacyWriter(); err != nil {
 		return fmt.Errorf("open node: %w", err)
 	}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

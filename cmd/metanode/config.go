@@ -41,6 +41,7 @@ type Config struct {
 	LogLevel       string   `yaml:"log-level"`          // debug | info | warn | error
 	LogFormat      string   `yaml:"log-format"`         // text | json
 	MemoryLimit    string   `yaml:"memory-limit"`       // auto | off | a size (memlimit.go)
+	LegacyWrites   string   `yaml:"legacy-writes"`      // sign | refuse: the single-box core's unsigned writes
 }
 
 // DefaultListen are the swarm's listen addresses unless told otherwise.
@@ -70,6 +71,7 @@ func DefaultConfig() Config {
 		LogLevel:       "info",
 		LogFormat:      "text",
 		MemoryLimit:    "auto",
+		LegacyWrites:   "sign",
 	}
 }
 
@@ -135,6 +137,8 @@ var settings = []setting{
 			}
 			return ""
 		}},
+	{name: "legacy-writes", env: []string{"METANODE_LEGACY_WRITES"}, usage: "unsigned writes to the single-box core's routes (PATCH /meta/{h}, …): sign (claims by the node's legacy writer key) or refuse (410)",
+		field: func(c *Config) any { return &c.LegacyWrites }, check: func(c *Config) string { return oneOf(c.LegacyWrites, "sign", "refuse") }},
 }
 
 func settingNamed(name string) *setting {
@@ -457,6 +461,8 @@ func (c *Config) NodeConfig() node.Config {
 		Public:       bootstrap,
 		PortMap:      c.PortMap,
 		Relays:       c.Relays,
+
+		RefuseLegacyWrites: c.LegacyWrites == "refuse",
 	}
 }
 
