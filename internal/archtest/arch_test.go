@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,6 +27,7 @@ type pkg struct {
 	TestGoFiles  []string
 	XTestGoFiles []string
 	Imports      []string
+	Deps         []string
 }
 
 // rel is the package path inside the module ("" for the root).
@@ -146,6 +148,30 @@ func TestImportDirection(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no internal import checked: the test cannot fail")
+	}
+}
+
+// pureAlgorithms are packages that must not depend on libp2p at all,
+// directly or through anything they import: the reconciliation algorithm
+// and its framing are tested and reused on their own.
+var pureAlgorithms = []string{"swarm/reconcile", "swarm/internal/wire"}
+
+// TestPureAlgorithms: the reconciliation package imports no libp2p.
+func TestPureAlgorithms(t *testing.T) {
+	seen := 0
+	for _, p := range packages(t) {
+		if !slices.Contains(pureAlgorithms, p.rel()) {
+			continue
+		}
+		seen++
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, "github.com/libp2p/") {
+				t.Errorf("%s depends on %s: it must stay free of libp2p", p.ImportPath, d)
+			}
+		}
+	}
+	if seen != len(pureAlgorithms) {
+		t.Fatalf("found %d of the packages %v", seen, pureAlgorithms)
 	}
 }
 
