@@ -220,3 +220,37 @@ func TestDockerIgnore(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerImageMetadata: the image carries the OCI labels a registry and
+// a person look for (stamped with the version, commit and date the binary
+// is), a health check, and builds for any target platform from the
+// builder's own (docker buildx --platform linux/amd64,linux/arm64).
+func TestDockerImageMetadata(t *testing.T) {
+	df := strings.ReplaceAll(read(t, "Dockerfile"), "\\\n", " ")
+	final := df[strings.LastIndex(df, "\nFROM "):]
+	for _, label := range []string{"title", "description", "licenses=\"Apache-2.0\"", "source", "version=\"${VERSION}\"", "revision=\"${COMMIT}\"", "created=\"${DATE}\""} {
+		if !strings.Contains(final, "org.opencontainers.image."+label) {
+			t.Errorf("the image has no OCI label org.opencontainers.image.%s", label)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^ARG VERSION\S* COMMIT\S* DATE`).MatchString(final) {
+		t.Error("the final stage does not declare ARG VERSION COMMIT DATE for its labels")
+	}
+	if !regexp.MustCompile(`(?m)^HEALTHCHECK .*CMD \["/metanode", "health"\]`).MatchString(final) {
+		t.Error("the image has no HEALTHCHECK running metanode health")
+	}
+	build := df[:strings.LastIndex(df, "\nFROM ")]
+	for _, want := range []string{"FROM --platform=$BUILDPLATFORM ", "ARG TARGETOS TARGETARCH", "GOOS=${TARGETOS}", "GOARCH=${TARGETARCH}", "-X main.commit=${COMMIT}", "-X main.date=${DATE}"} {
+		if !strings.Contains(build, want) {
+			t.Errorf("the build stage lacks %q (multi-arch, stamped build)", want)
+		}
+	}
+	mk := read(t, "../Makefile")
+	m := regexp.MustCompile(`(?m)^image:.*\n((?:\t.*\n)+)`).FindStringSubmatch(mk)
+	if m == nil || !strings.Contains(m[1], "buildx build -f configs/Dockerfile --platform $(IMAGE_PLATFORMS)") {
+		t.Error("make image does not build configs/Dockerfile for IMAGE_PLATFORMS with buildx")
+	}
+	if !regexp.MustCompile(`(?m)^IMAGE_PLATFORMS \?= linux/amd64,linux/arm64$`).MatchString(mk) {
+		t.Error("make image's default platforms are not linux/amd64,linux/arm64")
+	}
+}

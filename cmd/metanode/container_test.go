@@ -71,6 +71,9 @@ func stages(ins []instr) map[string][]instr {
 	for _, in := range ins {
 		if in.cmd == "FROM" {
 			f := strings.Fields(in.rest)
+			for len(f) > 1 && strings.HasPrefix(f[0], "--") { // --platform=…
+				f = f[1:]
+			}
 			name = f[0]
 			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
 				name = f[2]

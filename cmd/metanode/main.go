@@ -16,8 +16,16 @@ import (
 	"github.com/metanode/metanode/api"
 )
 
-// version is stamped at build time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version, commit and date are stamped at build time (make build, make
+// release): -ldflags "-X main.version=v1.2.3 -X main.commit=… -X
+// main.date=…". Left empty, buildVersion reads them from the binary's
+// build information (go install …@v1.2.3, go build in a git checkout).
+var version = ""
+
+var (
+	commit = ""
+	date   = ""
+)
 
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -136,7 +144,7 @@ func init() {
 		{"invite", "make a pairing code for another home", (*cli).invite},
 		{"join", "pair with another home using its code", (*cli).join},
 		{"bench", "measure this machine (bench verify) or a swarm on loopback (bench swarm)", (*cli).bench},
-		{"version", "print the version", (*cli).version},
+		{"version", "print the version, commit, build date and Go version", (*cli).version},
 	}
 }
 
@@ -258,13 +266,4 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
-}
-
-func (c *cli) version(ctx context.Context, args []string) error {
-	fs := c.flagSet("version", "version", "Prints the version of this binary.")
-	if err := c.noArgs(fs, args); err != nil {
-		return err
-	}
-	fmt.Fprintln(c.stdout, "metanode", version)
-	return nil
 }
