@@ -176,8 +176,17 @@ func (w *writer) applyKeys(b *batch) error {
 	return nil
 }
 
-// counts is the merge's trust predicate.
+// counts reports whether a signer's claims count (trust).
 func (w *writer) counts(pid int64) bool { return w.trustedPID(pid) }
+
+// home is the merge's view of a signer under the writer's trust view.
+func (w *writer) home(pid int64) (string, bool) {
+	uid := w.s.princ.uidOf(pid)
+	if !w.view.trusted(uid) {
+		return "", false
+	}
+	return w.view.homeOf(uid), true
+}
 
 // mergedKey merges one key of a record from truth (rows cached per batch).
 func (w *writer) mergedKey(b *batch, rid, key string) (string, bool, error) {
@@ -194,7 +203,7 @@ func (w *writer) mergedKey(b *batch, rid, key string) (string, bool, error) {
 			rows = append(slices.Clip(rows), rs...)
 		}
 	}
-	v, _, ok := mergeRows(rows, w.counts)
+	v, _, ok := mergeRows(rows, w.home)
 	if !ok && key == "sizeByte" {
 		lf, has, err := w.localFile(cids)
 		if err != nil || !has {
@@ -360,7 +369,7 @@ func (w *writer) computeRecord(rid string) (map[string]string, bool, error) {
 	}
 	fields := make(map[string]string, len(byKey)+len(cids)+3)
 	for k, rows := range byKey {
-		if v, _, ok := mergeRows(rows, w.counts); ok {
+		if v, _, ok := mergeRows(rows, w.home); ok {
 			fields[k] = v
 		}
 	}

@@ -23,6 +23,13 @@ const (
 	cacheVersion = "metanode-cache-4"
 )
 
+// mergeRules names the rules the cache's merged values follow (meta
+// cache row merge_rules). A cache merged under other rules (or before the
+// row existed) is rebuilt in place at boot: unlike a new layout, that
+// keeps its local files, scratch keys and file stream.
+// homes: each home counts once per field (docs/store.md, Merge).
+const mergeRules = "homes"
+
 // cachePageSize is the cache's page size (the truth file keeps SQLite's
 // default): measured on the reference dataset, 8 KiB pages cost the writer
 // about a tenth less CPU per claim than 4 KiB (16 KiB was no better).

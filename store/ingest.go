@@ -46,6 +46,7 @@ type batch struct {
 	viewCloned   bool
 	viewChanged  bool // the list or the vouches changed
 	trustChanged bool // the effective trusted set changed
+	rehomed      bool // a signer trusted throughout changed home: its votes count elsewhere
 	rebuild      bool // truth changes a per-claim catch-up could not replay
 	queued       bool // planRemerge queued records of this batch: its trust requests wait for the queue
 	nowMS        int64
@@ -204,10 +205,11 @@ func (w *writer) truthPhase(b *batch, reqs []*request) error {
 		if err := w.splitGroups(b, b.regroup); err != nil {
 			return err
 		}
-		// Whose votes count changed (a trust-list change or a vouch): a
-		// catch-up after a crash cannot replay that claim by claim (a vouch
-		// sits on a peer-id cid, not on the records it changes).
-		if b.trustChanged {
+		// Whose votes count, or in which home, changed (a trust-list
+		// change or a vouch): a catch-up after a crash cannot replay that
+		// claim by claim (a vouch sits on a peer-id cid, not on the
+		// records it changes).
+		if b.trustChanged || b.rehomed {
 			b.rebuild = true
 		}
 	}
@@ -506,10 +508,6 @@ func (w *writer) fileGroups(b *batch, r *request) error {
 	return nil
 }
 
-// trustDelta handles signers whose trust changed during the batch: their
-// stored claims join or leave the sync set, their votes are re-merged,
-// their links join groups when they become trusted, and the groups their
-// links had joined are split when they stop being trusted.
 // rowItem is the sync item of pid's row of k, if it has one. Rows this
 // batch loaded (and may have changed) come from b.rows; others by a point
 // read that does not cache the key's rows: a trust change at scale reads
@@ -532,6 +530,12 @@ func (w *writer) rowItem(b *batch, k ck, pid int64) (SyncItem, bool, error) {
 	return SyncItem{TS: uint64(asInt(dest[0])), ID: asID(dest[1])}, true, nil
 }
 
+// trustDelta handles signers whose trust changed during the batch: their
+// stored claims join or leave the sync set, their votes are re-merged,
+// their links join groups when they become trusted, and the groups their
+// links had joined are split when they stop being trusted.
+// A signer trusted at both ends whose home changed has its votes
+// re-merged too (they count in another home now).
 func (w *writer) trustDelta(b *batch, from, to *trustView) error {
 	cands := map[string]struct{}{}
 	for _, v := range []*trustView{from, to} {
@@ -545,58 +549,91 @@ func (w *writer) trustDelta(b *batch, from, to *trustView) error {
 	for _, uid := range sortedKeys(cands) {
 		now := to.trusted(uid)
 		if from.trusted(uid) == now {
+			if now && from.homeOf(uid) != to.homeOf(uid) {
+				b.rehomed = true
+				if err := w.revote(b, uid, nil); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		b.trustChanged = true
-		pid, ok := w.s.princ.pidOf(uid)
-		if !ok {
-			continue
+		// Its claims join or leave the sync set.
+		op := func(pid int64, it SyncItem) syncOp {
+			if now {
+				return syncOp{pid: pid, add: it, hasAdd: true}
+			}
+			return syncOp{pid: pid, del: it, hasDel: true}
 		}
-		// A signer's claims stream from claim_by_pid, plus this batch's new
-		// ones. At scale (a plugin with 117,000 claims) nothing here may
-		// hold a copy of all its keys: a trust change keeps only the cids
-		// whose records it re-merges. An entry listed twice (see
-		// recover.go) yields its op twice, which the sync set ignores (it
-		// neither adds an item it has nor removes one it lacks).
-		visit := func(k ck) error {
-			it, ok, err := w.rowItem(b, k, pid)
-			if err != nil || !ok {
+		if err := w.revote(b, uid, op); err != nil {
+			return err
+		}
+		if err := w.relink(b, uid, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// revote marks every record uid has a claim on for a re-merge in full,
+// and appends op's sync change for each of its claims (op nil: none).
+// A signer's claims stream from claim_by_pid, plus this batch's new ones.
+// At scale (a plugin with 117,000 claims) nothing here may hold a copy of
+// all its keys: a trust change keeps only the cids whose records it
+// re-merges. An entry listed twice (see recover.go) yields its op twice,
+// which the sync set ignores (it neither adds an item it has nor removes
+// one it lacks).
+func (w *writer) revote(b *batch, uid string, op func(pid int64, it SyncItem) syncOp) error {
+	pid, ok := w.s.princ.pidOf(uid)
+	if !ok {
+		return nil
+	}
+	visit := func(k ck) error {
+		it, ok, err := w.rowItem(b, k, pid)
+		if err != nil || !ok {
+			return err
+		}
+		b.revoted[k.cid] = struct{}{}
+		if op != nil {
+			b.sync = append(b.sync, op(pid, it))
+		}
+		return nil
+	}
+	err := w.cSelCBP.query(func(d []driver.Value) error {
+		return visit(ck{asString(d[0]), asString(d[1])})
+	}, pid)
+	if err != nil {
+		return err
+	}
+	for _, r := range b.cbp {
+		if r.pid == pid {
+			if err := visit(ck{r.cid, r.key}); err != nil {
 				return err
 			}
-			b.revoted[k.cid] = struct{}{}
-			op := syncOp{pid: pid, add: it, hasAdd: true}
-			if !now {
-				op = syncOp{pid: pid, del: it, hasDel: true}
-			}
-			b.sync = append(b.sync, op)
-			return nil
 		}
-		err := w.cSelCBP.query(func(d []driver.Value) error {
-			return visit(ck{asString(d[0]), asString(d[1])})
-		}, pid)
-		if err != nil {
-			return err
+	}
+	return nil
+}
+
+// relink joins the groups of a newly trusted signer's links, or splits
+// (at the batch's end) those of a signer no longer trusted.
+func (w *writer) relink(b *batch, uid string, trusted bool) error {
+	pid, ok := w.s.princ.pidOf(uid)
+	if !ok {
+		return nil
+	}
+	edges, err := w.edgesBy(pid)
+	if err != nil {
+		return err
+	}
+	for _, e := range edges {
+		if !trusted {
+			b.regroup = append(b.regroup, e[0])
+			continue
 		}
-		for _, r := range b.cbp {
-			if r.pid == pid {
-				if err := visit(ck{r.cid, r.key}); err != nil {
-					return err
-				}
-			}
-		}
-		edges, err := w.edgesBy(pid)
-		if err != nil {
-			return err
-		}
-		for _, e := range edges {
-			if !now {
-				b.regroup = append(b.regroup, e[0])
-				continue
-			}
-			if _, has := w.s.groups.ridOf(e[0]); has {
-				if err := w.link(b, e[0], e[1]); err != nil {
-					return err
-				}
+		if _, has := w.s.groups.ridOf(e[0]); has {
+			if err := w.link(b, e[0], e[1]); err != nil {
+				return err
 			}
 		}
 	}

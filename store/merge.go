@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -24,25 +25,89 @@ func (r *row) beats(o *row) bool {
 	return r.item().Compare(o.item()) > 0
 }
 
-// mergeRows computes the merged value of one key (claims.md §5) from every
-// stored row of the key across the group's cids, in any order. counts says
-// whether a signer's vote counts (trust). It returns the exact text of the
-// winning bucket's oldest vote and the bucket's signer count; ok is false
-// when no counted signer has a live text vote.
+// homeOf is the merge's view of a signer: whether its votes count
+// (trust) and the home they count in (trustView.homeOf). Homes are
+// compared by name only.
+type homeOf func(pid int64) (home string, counts bool)
+
+// mergeRows computes the merged value of one key (claims.md §5, with the
+// home rule of docs/spec/README.md) from every stored row of the key
+// across the group's cids, in any order. It returns the exact text of the
+// winning bucket's oldest vote and the number of homes in that bucket; ok
+// is false when no counted signer has a live text vote.
 //
 // Each signer counts once: its winning row across the group's cids by
 // (ts, id). A signer whose winning row is a retraction or ciphertext drops
-// out; its older rows on other cids do not come back.
-func mergeRows(rows []row, counts func(pid int64) bool) (val string, nsrc int, ok bool) {
+// out; its older rows on other cids do not come back. Each home then
+// counts once: its signers' votes are merged among themselves by the same
+// bucket rule, and the bucket they choose is the home's one vote.
+func mergeRows(rows []row, home homeOf) (val string, nsrc int, ok bool) {
 	// Fast path: one row, the common case of one signer on one cid.
 	if len(rows) == 1 {
 		r := &rows[0]
-		if r.kind != KindText || !counts(r.pid) {
+		if r.kind != KindText {
+			return "", 0, false
+		}
+		if _, counts := home(r.pid); !counts {
 			return "", 0, false
 		}
 		return r.val, 1, true
 	}
-	// Winning row per signer. Groups are small; a quadratic pass beats a map.
+	votes := make([]ballot, 0, len(rows))
+	for _, i := range winners(rows) {
+		r := &rows[i]
+		if r.kind != KindText {
+			continue
+		}
+		h, counts := home(r.pid)
+		if !counts {
+			continue
+		}
+		votes = append(votes, ballot{home: h, fold: foldValue(r.val), row: i})
+	}
+	if len(votes) == 0 {
+		return "", 0, false
+	}
+	// One vote per home: the bucket its signers choose, stood for by that
+	// bucket's oldest vote (so the stored text is still a real vote's).
+	slices.SortFunc(votes, func(a, b ballot) int { return strings.Compare(a.home, b.home) })
+	homes := votes[:0] // in place: a home's vote is written at or before its first
+	var scratch []bucket
+	for lo := 0; lo < len(votes); {
+		hi := lo + 1
+		for hi < len(votes) && votes[hi].home == votes[lo].home {
+			hi++
+		}
+		if hi-lo == 1 {
+			homes = append(homes, votes[lo])
+		} else {
+			scratch = tally(rows, votes[lo:hi], scratch[:0])
+			w := pick(rows, scratch)
+			homes = append(homes, ballot{home: votes[lo].home, fold: w.fold, row: w.oldest})
+		}
+		lo = hi
+	}
+	w := pick(rows, tally(rows, homes, scratch[:0]))
+	return rows[w.oldest].val, w.n, true
+}
+
+// ballot is one counted text vote: a signer's winning row, or a home's.
+type ballot struct {
+	home string
+	fold string // foldValue of the text
+	row  int    // index into the rows
+}
+
+// bucket is the votes of one folded value.
+type bucket struct {
+	fold   string
+	n      int // votes in it
+	oldest int // index into the rows of its oldest vote by (ts, id)
+}
+
+// winners returns the index of each signer's winning row by (ts, id).
+// Groups are small; a quadratic pass beats a map.
+func winners(rows []row) []int {
 	best := make([]int, 0, len(rows))
 	for i := range rows {
 		found := false
@@ -59,37 +124,34 @@ func mergeRows(rows []row, counts func(pid int64) bool) (val string, nsrc int, o
 			best = append(best, i)
 		}
 	}
-	type bucket struct {
-		fold   string
-		n      int
-		oldest int // index into rows of the oldest vote by (ts, id)
-	}
-	var buckets []bucket
-	for _, i := range best {
-		r := &rows[i]
-		if r.kind != KindText || !counts(r.pid) {
-			continue
-		}
-		f := foldValue(r.val)
+	return best
+}
+
+// tally buckets votes by folded value into out.
+func tally(rows []row, votes []ballot, out []bucket) []bucket {
+	for _, v := range votes {
 		k := -1
-		for j := range buckets {
-			if buckets[j].fold == f {
+		for j := range out {
+			if out[j].fold == v.fold {
 				k = j
 				break
 			}
 		}
 		if k < 0 {
-			buckets = append(buckets, bucket{fold: f, n: 1, oldest: i})
+			out = append(out, bucket{fold: v.fold, n: 1, oldest: v.row})
 			continue
 		}
-		buckets[k].n++
-		if rows[buckets[k].oldest].beats(r) {
-			buckets[k].oldest = i
+		out[k].n++
+		if rows[out[k].oldest].beats(&rows[v.row]) {
+			out[k].oldest = v.row
 		}
 	}
-	if len(buckets) == 0 {
-		return "", 0, false
-	}
+	return out
+}
+
+// pick returns the winning bucket: the most votes, then the one whose
+// oldest vote has the smallest ts, then the bytewise smallest folded value.
+func pick(rows []row, buckets []bucket) bucket {
 	w := 0
 	for j := 1; j < len(buckets); j++ {
 		a, b := &buckets[j], &buckets[w]
@@ -108,7 +170,7 @@ func mergeRows(rows []row, counts func(pid int64) bool) (val string, nsrc int, o
 			w = j
 		}
 	}
-	return rows[buckets[w].oldest].val, buckets[w].n, true
+	return buckets[w]
 }
 
 // foldValue is the bucket key of a text vote: trimmed, then full Unicode

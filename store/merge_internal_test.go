@@ -47,7 +47,8 @@ func TestMergeRows(t *testing.T) {
 		{"NoFallbackAfterRetraction", []row{vote(1, "A", 1), {pid: 1, kind: KindRetraction, ts: 9}, vote(2, "B", 5)}, "B", 1, true},
 		{"EmptyText", []row{vote(1, "", 1)}, "", 1, true},
 	}
-	counts := func(pid int64) bool { return pid < 8 }
+	// Every signer its own home.
+	counts := func(pid int64) (string, bool) { return fmt.Sprint(pid), pid < 8 }
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, n, ok := mergeRows(tc.rows, counts)

@@ -93,39 +93,80 @@ func convergedView(t testing.TB, s *store.Store) (rows []string, records map[str
 func TestOrderIndependence(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprint("Seed", seed), func(t *testing.T) {
-			claims := conflictingClaims(seed, 90)
-			var wantRows []string
-			var wantRecords map[string]string
-			r := rand.New(rand.NewPCG(seed, 99))
-			for perm := range 4 {
-				order := slices.Clone(claims)
-				r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-				tp, cp := paths(t)
-				s := reopen(t, store.Config{TruthPath: tp, CachePath: cp})
-				for lo := 0; lo < len(order); {
-					hi := min(len(order), lo+1+r.IntN(25))
-					if _, err := s.Submit(ctx, order[lo:hi], store.SubmitOptions{}); err != nil {
-						t.Fatal(err)
-					}
-					lo = hi
-				}
-				rows, records := convergedView(t, s)
-				if err := s.Close(); err != nil {
-					t.Fatal(err)
-				}
-				if perm == 0 {
-					wantRows, wantRecords = rows, records
-					if len(records) == 0 || len(rows) == 0 {
-						t.Fatal("empty view")
-					}
-					diffMaps(t, dumpCache(t, cp), rebuilt(t, tp, cp))
-					continue
-				}
-				if !slices.Equal(rows, wantRows) {
-					t.Fatalf("permutation %d: %d truth rows differ from %d", perm, len(rows), len(wantRows))
-				}
-				diffMaps(t, records, wantRecords)
-			}
+			orderIndependent(t, seed, conflictingClaims(seed, 90), store.Config{}, nil)
 		})
+	}
+}
+
+// TestOrderIndependence_Homes: the same with homes that change while the
+// claims arrive: vouches and their withdrawals by the own uid and two
+// signers trusted directly move the voting signers between homes (and a
+// voter that is itself a voucher), in every order.
+func TestOrderIndependence_Homes(t *testing.T) {
+	signers := storetest.Signers(4)
+	vouchers := []*store.Signer{signers[0], signers[1], storetest.Signer(5)}
+	cfg := store.Config{Trust: store.TrustOpen, OwnUID: signers[0].UID()}
+	trust := func(t *testing.T, s *store.Store) {
+		for _, v := range vouchers[1:] {
+			if err := s.Trust(ctx, v.UID(), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprint("Seed", seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 11))
+			claims := conflictingClaims(seed, 90)
+			for range 40 {
+				v := vouchers[r.IntN(len(vouchers))]
+				who := signers[1+r.IntN(3)]
+				claims = append(claims, vouch(t, v, who.UID(), uint64(1+r.IntN(12)), r.IntN(3) > 0))
+			}
+			orderIndependent(t, seed, claims, cfg, trust)
+		})
+	}
+}
+
+// orderIndependent submits claims in four random orders and batchings to
+// new stores (cfg with fresh paths, setup run after Open) and compares
+// their truth rows and merged views; the first one's cache must equal a
+// full rebuild's.
+func orderIndependent(t *testing.T, seed uint64, claims []store.Claim, cfg store.Config, setup func(*testing.T, *store.Store)) {
+	var wantRows []string
+	var wantRecords map[string]string
+	r := rand.New(rand.NewPCG(seed, 99))
+	for perm := range 4 {
+		order := slices.Clone(claims)
+		r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		c := cfg
+		c.TruthPath, c.CachePath = paths(t)
+		s := reopen(t, c)
+		if setup != nil {
+			setup(t, s)
+		}
+		for lo := 0; lo < len(order); {
+			hi := min(len(order), lo+1+r.IntN(25))
+			if _, err := s.Submit(ctx, order[lo:hi], store.SubmitOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			lo = hi
+		}
+		rows, records := convergedView(t, s)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if perm == 0 {
+			wantRows, wantRecords = rows, records
+			if len(records) == 0 || len(rows) == 0 {
+				t.Fatal("empty view")
+			}
+			want, _ := rebuiltWithSync(t, c)
+			diffMaps(t, dumpCache(t, c.CachePath), want)
+			continue
+		}
+		if !slices.Equal(rows, wantRows) {
+			t.Fatalf("permutation %d: %d truth rows differ from %d", perm, len(rows), len(wantRows))
+		}
+		diffMaps(t, records, wantRecords)
 	}
 }

@@ -427,7 +427,9 @@ func (s *Store) Stats(ctx context.Context) (_ Stats, err error) {
 // Merge checks and verifies claims and merges them in memory, storing
 // nothing; as overlays that signer's votes (given and held by this node).
 // Every valid claim given counts (the caller chose them); each signer
-// counts once per key, by its winning claim. Links are not merged.
+// counts once per key, by its winning claim, and each home once, by the
+// homes this node knows (a signer it knows none for is its own home).
+// Links are not merged.
 func (s *Store) Merge(ctx context.Context, claims []Claim, as string) (MergeResult, error) {
 	if err := s.ready(); err != nil {
 		return MergeResult{}, err
@@ -471,9 +473,15 @@ func (s *Store) Merge(ctx context.Context, claims []Claim, as string) (MergeResu
 		seen[ids[i]] = true
 		byKey[c.Key] = append(byKey[c.Key], rowOf(pidOf(c.UID), c, ids[i]))
 	}
-	all := func(int64) bool { return true }
+	// Every signer counts, in its home as this node sees it.
+	view := s.trust.Load()
+	uids := make(map[int64]string, len(pids))
+	for u, p := range pids {
+		uids[p] = u
+	}
+	home := func(pid int64) (string, bool) { return view.homeOf(uids[pid]), true }
 	for k, rows := range byKey {
-		if v, n, ok := mergeRows(rows, all); ok {
+		if v, n, ok := mergeRows(rows, home); ok {
 			res.Fields[k], res.NSrc[k] = v, n
 		}
 	}

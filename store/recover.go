@@ -102,6 +102,7 @@ type cacheState struct {
 	applied    int64
 	hasApplied bool
 	truthID    string
+	mergeRules string
 }
 
 // loadCacheState reads the cache's counters and event bookkeeping.
@@ -117,6 +118,7 @@ func (w *writer) loadCacheState() (cacheState, error) {
 		return cs, err
 	}
 	cs.truthID = meta["meta:truth_id"]
+	cs.mergeRules = meta["meta:merge_rules"]
 	var applied string
 	applied, cs.hasApplied = meta["meta:applied_seq"]
 	cs.applied = parseInt(applied)
@@ -202,6 +204,8 @@ func (w *writer) boot(ctx context.Context) error {
 		err = w.rebuild(ctx, "the cache is ahead of truth (truth restored from a backup?)")
 	case regrouped:
 		err = w.rebuild(ctx, "the trust mode or own uid changed since truth was last open")
+	case cs.mergeRules != mergeRules:
+		err = w.rebuild(ctx, "the merge rules changed since the cache was built: each home now counts once per field")
 	case cs.applied < w.lastSeq:
 		err = w.catchUpFrom(ctx, cs.applied)
 	}
@@ -411,6 +415,9 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 		}
 	}
 	if _, err := w.cPut.exec("meta:truth_id", w.s.truthID); err != nil {
+		return err
+	}
+	if _, err := w.cPut.exec("meta:merge_rules", mergeRules); err != nil {
 		return err
 	}
 	// Every record is merged now: a trust change's queue is done, and

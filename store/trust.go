@@ -30,19 +30,15 @@ type trustView struct {
 	list    map[string]trustRow            // the trust table
 	vouches map[string]map[string]struct{} // voucher uid → uids it vouches for (live claims)
 	eff     map[string]struct{}            // effective trusted set (list mode)
+	home    map[string]string              // a signer's home when it is not the signer itself (homeOf)
 }
 
 // build computes the effective set: own ∪ listed-trusted ∪ vouched for by
-// own or a listed-trusted signer, minus distrusted uids (one hop only).
+// own or a listed-trusted signer, minus distrusted uids (one hop only);
+// and each vouched signer's home (homeOf).
 func (v *trustView) build() *trustView {
 	eff := map[string]struct{}{}
-	direct := func(uid string) bool {
-		if uid == v.own && uid != "" {
-			return true
-		}
-		r, ok := v.list[uid]
-		return ok && r.state == stateTrusted
-	}
+	home := map[string]string{}
 	if v.own != "" {
 		eff[v.own] = struct{}{}
 	}
@@ -52,7 +48,7 @@ func (v *trustView) build() *trustView {
 		}
 	}
 	for voucher, set := range v.vouches {
-		if !direct(voucher) {
+		if !v.direct(voucher) {
 			continue
 		}
 		for uid := range set {
@@ -60,10 +56,50 @@ func (v *trustView) build() *trustView {
 				continue
 			}
 			eff[uid] = struct{}{}
+			v.placeVouched(home, voucher, uid)
 		}
 	}
-	v.eff = eff
+	v.eff, v.home = eff, home
 	return v
+}
+
+// direct reports whether uid is trusted by the node itself: its own uid
+// or a trusted row of the list. Only such signers' vouches count.
+func (v *trustView) direct(uid string) bool {
+	if uid == v.own && uid != "" {
+		return true
+	}
+	r, ok := v.list[uid]
+	return ok && r.state == stateTrusted
+}
+
+// placeVouched records in home the home of uid, vouched for by voucher
+// (a direct signer), whatever order the vouches are visited in: the own
+// uid's vouch wins (a local writer is part of this home); a signer the
+// node trusts directly stays its own home; of several other vouchers, the
+// smallest uid.
+func (v *trustView) placeVouched(home map[string]string, voucher, uid string) {
+	switch cur, placed := home[uid]; {
+	case uid == v.own:
+	case voucher == v.own:
+		home[uid] = v.own
+	case cur == v.own && placed:
+	case v.direct(uid):
+	case !placed || voucher < cur:
+		home[uid] = voucher
+	}
+}
+
+// homeOf is the home uid's votes count in, once per field with the other
+// signers of that home (docs/store.md, Merge): the voucher for a signer
+// vouched for (placeVouched), the signer itself otherwise: the own uid,
+// another home's node uid, a signer trusted directly, a stranger in open
+// mode.
+func (v *trustView) homeOf(uid string) string {
+	if h, ok := v.home[uid]; ok {
+		return h
+	}
+	return uid
 }
 
 func (v *trustView) blocked(uid string) bool {
@@ -81,11 +117,11 @@ func (v *trustView) trusted(uid string) bool {
 	return ok
 }
 
-// clone copies the view for the writer to change. The effective set is
-// shared until build replaces it (build makes a new map), so a clone that
-// ends up unchanged still answers like the original.
+// clone copies the view for the writer to change. The effective set and
+// the homes are shared until build replaces them (build makes new maps),
+// so a clone that ends up unchanged still answers like the original.
 func (v *trustView) clone() *trustView {
-	n := &trustView{mode: v.mode, own: v.own, list: maps.Clone(v.list), eff: v.eff}
+	n := &trustView{mode: v.mode, own: v.own, list: maps.Clone(v.list), eff: v.eff, home: v.home}
 	n.vouches = make(map[string]map[string]struct{}, len(v.vouches))
 	for k, s := range v.vouches {
 		n.vouches[k] = maps.Clone(s)
@@ -174,10 +210,8 @@ func (s *Store) TrustList(ctx context.Context) ([]TrustEntry, error) {
 		entries[uid] = &TrustEntry{UID: uid, Source: "list", Note: r.note, Added: r.added}
 	}
 	for voucher, set := range v.vouches {
-		if voucher != v.own {
-			if r, ok := v.list[voucher]; !ok || r.state != stateTrusted {
-				continue
-			}
+		if !v.direct(voucher) {
+			continue
 		}
 		for uid := range set {
 			if v.blocked(uid) {
@@ -221,7 +255,7 @@ func (s *Store) DistrustList(ctx context.Context) ([]TrustEntry, error) {
 			}
 			// One hop, as in TrustList: only the own uid's and directly
 			// trusted signers' vouches would count.
-			if r, listed := v.list[voucher]; voucher == v.own || (listed && r.state == stateTrusted) {
+			if v.direct(voucher) {
 				e.VouchedBy = append(e.VouchedBy, voucher)
 			}
 		}
