@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,21 +20,34 @@ import (
 // answers come back as *Error (errors.Is(err, store.ErrNotFound) holds for
 // any 404). It is safe for concurrent use.
 type Client struct {
-	base string
-	hc   *http.Client
+	base  string
+	hc    *http.Client
+	token string // sent as Authorization: Bearer when set
 }
 
 // NewClient returns a client for the API at baseURL ("http://127.0.0.1:9000";
-// a bare host:port gets http://). It does no I/O.
+// a bare host:port gets http://; "unix:///path/api.sock" talks to the
+// node's Unix socket). It does no I/O.
 func NewClient(baseURL string) *Client {
 	base := strings.TrimRight(baseURL, "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 16
+	if sock, ok := strings.CutPrefix(base, "unix://"); ok {
+		tr.Proxy = nil
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}
+		base = "http://localhost"
+	} else if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
 	return &Client{base: base, hc: &http.Client{Transport: tr}}
 }
+
+// SetToken makes the client send the node's API token (docs/http.md "Who
+// may use the API"); call it before the client is used.
+func (c *Client) SetToken(token string) { c.token = strings.TrimSpace(token) }
 
 // BaseURL returns the API base URL the client talks to.
 func (c *Client) BaseURL() string { return c.base }
@@ -196,7 +211,16 @@ func (c *Client) do(ctx context.Context, method, path, ctype string, body io.Rea
 	return nil
 }
 
-// send sends one request; a non-2xx answer is read into an *Error.
+// busyRetries is how often a request refused as busy (the server's body
+// budget, 503 busy) is sent again, after the Retry-After it names (at most
+// maxBusyWait each).
+const (
+	busyRetries = 8
+	maxBusyWait = 5 * time.Second
+)
+
+// send sends one request; a non-2xx answer is read into an *Error. A busy
+// answer is retried when the body can be sent again.
 func (c *Client) send(ctx context.Context, method, path, ctype string, body io.Reader, hdr http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
@@ -205,18 +229,42 @@ func (c *Client) send(ctx context.Context, method, path, ctype string, body io.R
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	for attempt := 0; ; attempt++ {
+		resp, err := c.hc.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		if resp.StatusCode/100 == 2 {
+			return resp, nil
+		}
+		e := readError(resp)
+		resp.Body.Close()
+		if e.Slug != SlugBusy || attempt == busyRetries || (req.Body != nil && req.GetBody == nil) {
+			return nil, e
+		}
+		if req.GetBody != nil {
+			if req.Body, err = req.GetBody(); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", method, path, err)
+			}
+		}
+		wait := maxBusyWait
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+			wait = min(wait, time.Duration(s)*time.Second)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%s %s: %w (%w)", method, path, ctx.Err(), e)
+		case <-t.C:
+		}
 	}
-	if resp.StatusCode/100 == 2 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	return nil, readError(resp)
 }
 
 // readError turns a non-2xx answer into an *Error; a body that is not the

@@ -67,6 +67,7 @@ var slugSentinels = map[string]error{
 	SlugUnknownCID:         store.ErrNotFound,
 	SlugUnknownRoot:        store.ErrNotFound,
 	SlugStorageUnavailable: store.ErrUnavailable,
+	SlugBusy:               ErrBusy,
 }
 
 // Is matches store.ErrNotFound for any 404 and the store sentinel named by
@@ -101,6 +102,8 @@ func defaultSlug(status int) string {
 		return SlugPreconditionFailed
 	case http.StatusServiceUnavailable:
 		return SlugStorageUnavailable
+	case http.StatusUnauthorized:
+		return SlugUnauthorized
 	}
 	return SlugInternal
 }

@@ -21,6 +21,7 @@ type metrics struct {
 	subscribers *prometheus.GaugeVec     // stream
 	events      *prometheus.CounterVec   // stream
 	dropped     *prometheus.CounterVec   // stream, reason
+	bodyBytes   prometheus.Gauge         // request body bytes reserved (budget.go)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -50,6 +51,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "metanode_sse_disconnects_total",
 			Help: "SSE streams ended by the server, by stream and reason (slow, write, shutdown).",
 		}, []string{"stream", "reason"}),
+		bodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "metanode_http_body_bytes_in_flight",
+			Help: "Request body bytes reserved by requests being read or handled (at most the body budget).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -72,6 +77,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.dropped, err = register(reg, m.dropped); err != nil {
+		return nil, err
+	}
+	if m.bodyBytes, err = register(reg, m.bodyBytes); err != nil {
 		return nil, err
 	}
 	return m, nil

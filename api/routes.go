@@ -36,6 +36,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/stats", s.handleStats)
 	s.handle("GET /health", s.handleHealth)
 	s.handle("GET /urls", s.handleURLs)
+	s.handle("GET /api/token", s.handleToken)
 
 	// Events.
 	s.handle("GET /api/events/meta", s.handleEventsMeta)
@@ -58,7 +59,7 @@ func (s *Server) routes() {
 	// Everything else gets the envelope rather than net/http's text.
 	s.handle("/", s.handleUnmatched)
 	s.unclean = s.wrap(s.metrics.forRoute("/"), handleUncleanPath)
-	s.badHost = s.wrap(s.metrics.forRoute("/"), s.forbiddenHost)
+	s.refused = s.wrap(s.metrics.forRoute("/"), handleRefused)
 }
 
 // handleUncleanPath answers a path with an empty, "." or ".." segment:

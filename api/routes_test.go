@@ -88,22 +88,6 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	}
 }
 
-func TestCORS(t *testing.T) {
-	e := newEnv(t)
-	a := e.do(http.MethodOptions, "/api/claims", nil, "Origin", "http://example.org", "Access-Control-Request-Method", "POST")
-	if a.status != 200 || a.header.Get("Access-Control-Allow-Origin") != "*" ||
-		!strings.Contains(a.header.Get("Access-Control-Allow-Methods"), "POST") ||
-		!strings.Contains(a.header.Get("Access-Control-Allow-Headers"), "Content-Type") {
-		t.Errorf("preflight: %d %v", a.status, a.header)
-	}
-	if a := e.get("/health"); a.header.Get("Access-Control-Allow-Origin") != "*" {
-		t.Errorf("GET lacks CORS: %v", a.header)
-	}
-	if a := e.get("/api/meta/" + cidA); a.header.Get("Access-Control-Allow-Origin") != "*" {
-		t.Errorf("error answer lacks CORS: %v", a.header)
-	}
-}
-
 func TestKV(t *testing.T) {
 	e := newEnv(t)
 	a := e.sendJSON(http.MethodPut, "/api/kv/value", map[string]any{"key": "sorter:cursor", "value": "42"})

@@ -2,12 +2,14 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"path"
 	"path/filepath"
 	"slices"
@@ -54,6 +56,25 @@ type Config struct {
 	// ("baseUrl"); default the URL the request came in on.
 	BaseURL string
 
+	// Who may use the API (access.go, docs/http.md "Who may use the API").
+	// Socket, when set, is a Unix socket path served besides Addr (made
+	// 0600; every caller on it is local). LocalNetworks are the prefixes
+	// whose direct callers are local, as loopback is. Token is the API
+	// token ("" none) and TokenFile where it lives, named in messages.
+	// CORSOrigins are the browser origins (scheme://host[:port]) answered
+	// with CORS headers; none by default.
+	Socket        string
+	LocalNetworks []netip.Prefix
+	Token         string
+	TokenFile     string
+	CORSOrigins   []string
+
+	// BodyBudget bounds the request body bytes in flight across all
+	// requests (budget.go); default DefaultBodyBudget. BodyWait is how long
+	// a request waits for room before 503 busy; default DefaultBodyWait.
+	BodyBudget int64
+	BodyWait   time.Duration
+
 	Logger     *slog.Logger          // default slog.Default()
 	Registerer prometheus.Registerer // the api's metrics; nil: a private registry
 	Gatherer   prometheus.Gatherer   // what /metrics serves; nil: the Registerer when it is a Gatherer, else the private registry
@@ -75,7 +96,14 @@ type Server struct {
 	initErr error
 	legacy  *legacyWriter // nil: legacy writes are refused
 	unclean http.Handler  // a path the mux would redirect (see ServeHTTP)
-	badHost http.Handler  // a Host refused by the DNS-rebinding check
+	refused http.Handler  // a request admit refused: the error is in its context
+
+	// readOnly are the patterns registered with handleOpen: a non-safe
+	// method on them changes nothing (access.go). tokenSum is the API
+	// token's SHA-256, nil without one. bodies is the body budget.
+	readOnly map[string]bool
+	tokenSum *[32]byte
+	bodies   *bodyBudget
 
 	// anyHost: Config.AllowedHosts holds AnyHost, the Host check is off.
 	// machine: this machine's own names, answered as Host (guard.go); set
@@ -87,7 +115,8 @@ type Server struct {
 	handlers sync.WaitGroup // requests in a handler: Close waits for them
 	srv      *http.Server
 	ln       net.Listener
-	done     chan struct{} // closed when the serve goroutine returns
+	sock     net.Listener  // the Unix socket, when Config.Socket is set
+	done     chan struct{} // closed when the serve goroutines return
 
 	// streams ends SSE streams first on Close; base is every request's
 	// context and is cancelled only after the drain, so a write in flight
@@ -121,7 +150,18 @@ func NewServer(cfg Config) *Server {
 			cfg.FilesRoot = abs
 		}
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux()}
+	if cfg.BodyBudget <= 0 {
+		cfg.BodyBudget = DefaultBodyBudget
+	}
+	cfg.BodyBudget = max(cfg.BodyBudget, MaxClaimsBody) // the largest body must fit
+	if cfg.BodyWait <= 0 {
+		cfg.BodyWait = DefaultBodyWait
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "api"), mux: http.NewServeMux(), readOnly: make(map[string]bool)}
+	if cfg.Token != "" {
+		sum := sha256.Sum256([]byte(cfg.Token))
+		s.tokenSum = &sum
+	}
 	reg, gather := cfg.Registerer, cfg.Gatherer
 	if reg == nil {
 		private := prometheus.NewRegistry()
@@ -142,6 +182,7 @@ func NewServer(cfg Config) *Server {
 	if s.initErr != nil {
 		s.metrics, _ = newMetrics(nil) // keep the server usable for Open to report
 	}
+	s.bodies = newBodyBudget(cfg.BodyBudget, cfg.BodyWait, s.metrics.bodyBytes)
 	s.anyHost = slices.Contains(cfg.AllowedHosts, AnyHost)
 	if cfg.LegacySigner != nil {
 		s.legacy = &legacyWriter{signer: cfg.LegacySigner}
@@ -177,6 +218,18 @@ func (s *Server) Open(ctx context.Context) error {
 			return fmt.Errorf("open api: %w", err)
 		}
 	}
+	if beyondLoopback(ln.Addr()) && s.cfg.Token == "" && len(s.cfg.LocalNetworks) == 0 {
+		_ = ln.Close()
+		return fmt.Errorf("open api: %w", &ExposedError{Addr: ln.Addr().String()})
+	}
+	if s.cfg.Socket != "" {
+		sock, err := listenSocket(ctx, s.cfg.Socket)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("open api: %w", err)
+		}
+		s.sock = sock
+	}
 	s.ln = ln
 	s.machine = machineNames()
 	s.srv = &http.Server{
@@ -187,17 +240,28 @@ func (s *Server) Open(ctx context.Context) error {
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return s.base },
+		ConnContext:       markSocket,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	s.done = make(chan struct{})
 	srv := s.srv
-	go func() { // the server loop: one goroutine, ended by Close
-		defer close(s.done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("http server stopped", "err", err)
+	var loops sync.WaitGroup
+	for _, l := range []net.Listener{ln, s.sock} {
+		if l == nil {
+			continue
 		}
-	}()
-	s.log.Info("api listening", "url", s.urlLocked())
+		loops.Go(func() { // a server loop per listener, ended by Close
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("http server stopped", "listener", l.Addr().String(), "err", err)
+			}
+		})
+	}
+	go func() { loops.Wait(); close(s.done) }()
+	s.log.Info("api listening", "url", s.urlLocked(), "socket", s.cfg.Socket)
+	if beyondLoopback(ln.Addr()) {
+		s.log.Warn("the API listens beyond loopback: callers from other addresses get only GET /health unless they send the API token or their network is declared local",
+			"addr", ln.Addr().String(), "token", s.tokenFile(), "localNetworks", prefixStrings(s.cfg.LocalNetworks))
+	}
 	return nil
 }
 
@@ -249,6 +313,7 @@ func (s *Server) Close() error {
 	if done != nil {
 		<-done
 	}
+
 	// A handler cut by srv.Close may still be running: its context is
 	// cancelled now; give it a bounded moment to return.
 	finished := make(chan struct{})
@@ -261,22 +326,20 @@ func (s *Server) Close() error {
 	return err
 }
 
-// ServeHTTP refuses a foreign Host on loopback, answers CORS preflights,
-// then routes.
+// ServeHTTP sets the headers every answer carries, normalises the path,
+// admits the request (access.go: token, Host, origin, who may do what),
+// answers CORS preflights, reserves room for the body (budget.go), then
+// routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	// Shared, never-modified values: no allocation per request.
-	h["Access-Control-Allow-Origin"] = corsOrigin
-	h["Access-Control-Allow-Methods"] = corsMethods
-	h["Access-Control-Allow-Headers"] = corsHeaders
-	if !s.allowedHost(r.Host) {
-		s.badHost.ServeHTTP(w, r)
-		return
-	}
-	if r.Method == http.MethodOptions {
-		w.WriteHeader(http.StatusOK)
-		return
-	}
+	// Shared, never-modified values: no allocation per request. Nothing
+	// this node serves may run as a page of its origin (a library file
+	// would otherwise be one): sandbox makes any document an opaque
+	// origin, which no check here lets in. A page the node means to serve
+	// sets its own policy.
+	h["Content-Security-Policy"] = cspSandbox
+	h["X-Content-Type-Options"] = nosniff
+	h["Cross-Origin-Resource-Policy"] = corpSameOrigin
 	p := r.URL.Path
 	if len(p) > 1 && p[len(p)-1] == '/' {
 		// A trailing slash is a common artefact of building URLs: serve
@@ -286,6 +349,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.URL.RawPath = strings.TrimSuffix(r.URL.RawPath, "/")
 		p = r.URL.Path
 	}
+	c, cors, err := s.admit(r)
+	if err != nil {
+		if e, ok := err.(*Error); ok && e.Status == http.StatusUnauthorized {
+			h.Set("WWW-Authenticate", `Bearer realm="metanode"`)
+		}
+		s.refused.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), refusalKey{}, err)))
+		return
+	}
+	if cors != "" {
+		h["Access-Control-Allow-Origin"] = []string{cors}
+		h["Vary"] = varyOrigin
+		h["Access-Control-Allow-Methods"] = corsMethods
+		h["Access-Control-Allow-Headers"] = corsHeaders
+		h["Access-Control-Max-Age"] = corsMaxAge
+	}
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	release, err := s.bodies.reserve(r)
+	if err != nil {
+		h.Set("Retry-After", "1")
+		s.refused.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), refusalKey{}, err)))
+		return
+	}
+	defer release()
+	r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
 	if p != "" && cleanPath(p) != p {
 		// The mux would answer 307 to the cleaned path with an HTML body;
 		// a redirect could also read another key than the one asked
@@ -294,6 +384,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// refusalKey carries admit's or the budget's refusal to s.refused.
+type refusalKey struct{}
+
+func handleRefused(w http.ResponseWriter, r *http.Request) error {
+	return r.Context().Value(refusalKey{}).(error)
 }
 
 // cleanPath is the form net/http's mux redirects to: rooted, with no
@@ -305,11 +402,17 @@ func cleanPath(p string) string {
 	return path.Clean(p)
 }
 
-// CORS as upstream (plus Last-Event-ID, so a browser can resume a stream).
+// Headers of every answer, and CORS for an origin in Config.CORSOrigins
+// (Authorization for the token, Last-Event-ID so a page can resume a
+// stream).
 var (
-	corsOrigin  = []string{"*"}
-	corsMethods = []string{"GET, POST, PUT, DELETE, OPTIONS"}
-	corsHeaders = []string{"Content-Type, Last-Event-ID"}
+	cspSandbox     = []string{"sandbox"}
+	nosniff        = []string{"nosniff"}
+	corpSameOrigin = []string{"same-origin"}
+	varyOrigin     = []string{"Origin"}
+	corsMethods    = []string{"GET, POST, PUT, PATCH, DELETE, OPTIONS"}
+	corsHeaders    = []string{"Authorization, Content-Type, Last-Event-ID"}
+	corsMaxAge     = []string{"600"}
 )
 
 // handlerFunc is a route handler: it writes its answer, or returns an error
@@ -317,26 +420,18 @@ var (
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // handle registers h for pattern with its metrics and error mapping. A
-// pattern whose method changes state (POST, PUT, PATCH, DELETE) gets the
-// browser checks (guard.go) first; handleOpen is for those that do not.
+// pattern whose method is not GET, HEAD or OPTIONS is a write: from a
+// browser it needs the API token (access.go).
 func (s *Server) handle(pattern string, h handlerFunc) {
-	switch method, _, _ := strings.Cut(pattern, " "); method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-		inner := h
-		h = func(w http.ResponseWriter, r *http.Request) error {
-			if err := s.checkWrite(r); err != nil {
-				return err
-			}
-			return inner(w, r)
-		}
-	}
-	s.handleOpen(pattern, h)
+	s.mux.Handle(pattern, s.wrap(s.metrics.forRoute(pattern), h))
 }
 
-// handleOpen registers h without the browser checks: a POST that only
-// reads (search, merge), a removed route that only answers 410.
+// handleOpen registers h as a route that changes nothing whatever its
+// method: a POST that only reads (search, merge), a removed route that
+// only answers 410. A browser may use it without the token.
 func (s *Server) handleOpen(pattern string, h handlerFunc) {
-	s.mux.Handle(pattern, s.wrap(s.metrics.forRoute(pattern), h))
+	s.readOnly[pattern] = true
+	s.handle(pattern, h)
 }
 
 func (s *Server) wrap(rm *routeMetrics, h handlerFunc) http.Handler {
@@ -368,6 +463,8 @@ func (s *Server) writeError(sw *statusWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, context.Canceled): // the client went away, or shutdown
 		s.log.Debug("request cancelled", "method", r.Method, "path", r.URL.Path, "err", err)
+	case e.Slug == SlugBusy:
+		s.log.Debug("request refused: body budget", "method", r.Method, "path", r.URL.Path)
 	case e.Status == http.StatusServiceUnavailable:
 		s.log.Warn("request refused: storage unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 	case e.Status >= 500:
@@ -375,7 +472,7 @@ func (s *Server) writeError(sw *statusWriter, r *http.Request, err error) {
 	default:
 		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", err)
 	}
-	if e.Status == http.StatusServiceUnavailable {
+	if e.Status == http.StatusServiceUnavailable && sw.Header().Get("Retry-After") == "" {
 		sw.Header().Set("Retry-After", "5")
 	}
 	_ = writeJSON(sw, e.Status, e)

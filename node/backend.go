@@ -102,7 +102,7 @@ func (n *Node) recentVouches(claims []store.Claim, res []store.Result, made []st
 // vouched for. Open mode records local writers too, so a switch to list
 // keeps the home's own plugins.
 func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) ([]store.Claim, []store.Result, error) {
-	if n.cfg.NoAutoTrust {
+	if n.cfg.NoAutoTrust || !api.LocalCaller(ctx) {
 		return nil, nil, nil
 	}
 	if decided, err := n.localSignersDecided(ctx, claims); err != nil || decided {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/metanode/metanode/store"
@@ -29,6 +30,7 @@ const (
 	// LegacyKeyFile signs the unsigned writes of the single-box core's
 	// routes (legacy-writes: sign), hex, 0600.
 	LegacyKeyFile = "legacy-writer.key"
+	TokenFile     = "api.token" // the API token, 0600, made at first start
 )
 
 // DefaultHTTPAddr is where the local API listens unless told otherwise.
@@ -45,6 +47,7 @@ type Config struct {
 
 	HTTPAddr    string   // local API; default DefaultHTTPAddr; "127.0.0.1:0" picks a free port
 	HTTPAllowed []string // Host names besides loopback the API answers to (api.Config.AllowedHosts)
+	Access      Access   // who may use the API besides loopback
 
 	Listen       []string // swarm multiaddrs; nil: the swarm's default (TCP and QUIC on 4001)
 	Bootstrap    []string // peers to join through (multiaddrs ending in /p2p/<peerId>)
@@ -79,6 +82,15 @@ type Config struct {
 
 	Logger *slog.Logger // default slog.Default()
 	Now    func() time.Time
+}
+
+// Access says who may use the API besides loopback callers (docs/http.md
+// "Who may use the API"). The API token is DataDir/api.token, made at the
+// first Open; without a data directory there is none.
+type Access struct {
+	Socket        string         // a Unix socket served besides HTTPAddr (api.Config.Socket)
+	LocalNetworks []netip.Prefix // callers from these networks are local
+	CORSOrigins   []string       // browser origins answered with CORS headers
 }
 
 func (c Config) withDefaults() Config {

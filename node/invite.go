@@ -391,26 +391,5 @@ func (n *Node) writeInvites(list []pendingInvite) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(n.cfg.DataDir, InvitesFile)
-	tmp, err := os.CreateTemp(n.cfg.DataDir, InvitesFile+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return writeFileAtomic(filepath.Join(n.cfg.DataDir, InvitesFile), b, 0o600)
 }

@@ -23,3 +23,30 @@ func SameDir(a, b string) bool {
 	absB, errB := filepath.Abs(b)
 	return errA == nil && errB == nil && absA == absB
 }
+
+// writeFileAtomic writes a file in full under a temporary name in the same
+// directory, syncs it and renames it into place.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // gone after the rename; left only on failure
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

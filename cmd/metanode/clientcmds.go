@@ -9,11 +9,14 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/node"
 	"github.com/metanode/metanode/store"
 )
 
@@ -80,8 +83,8 @@ func (c *cli) url(t *apiTarget) (string, error) {
 
 func (c *cli) client(base string) (*api.Client, error) {
 	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usageErrorf("--api %q is not an http:// URL, e.g. %s", base, defaultAPI)
+	if err != nil || ((u.Scheme != "http" && u.Scheme != "https") || u.Host == "") && !(u.Scheme == "unix" && u.Path != "") {
+		return nil, usageErrorf("--api %q is not an http:// URL (or unix:///path/to/api.sock), e.g. %s", base, defaultAPI)
 	}
 	cl := api.NewClient(base)
 	c.clients = append(c.clients, cl)
@@ -95,7 +98,43 @@ func (c *cli) target(t *apiTarget) (*api.Client, string, error) {
 		return nil, "", err
 	}
 	cl, err := c.client(base)
+	if err == nil {
+		cl.SetToken(c.apiToken(t, base))
+	}
 	return cl, base, err
+}
+
+// apiToken is the API token a client command sends (docs/http.md "Who
+// may use the API"): METANODE_API_TOKEN, else the one in the data
+// directory when this user can read it and the API is the one that data
+// directory's config names, or on this machine's loopback or a Unix
+// socket. An --api elsewhere gets no token of this node's.
+func (c *cli) apiToken(t *apiTarget, base string) string {
+	if v := c.getenv("METANODE_API_TOKEN"); v != "" {
+		return v
+	}
+	explicit := *t.api != "" || c.getenv("METANODE_API") != ""
+	if u, err := url.Parse(base); explicit && (err != nil || (u.Scheme != "unix" && !isLoopbackName(u.Hostname()))) {
+		return ""
+	}
+	cfg, _, err := LoadConfig(loadOptions{getenv: c.getenv, configPath: *t.configPath, flags: t.vals, only: "data"})
+	if err != nil {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.Data, node.TokenFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// isLoopbackName: localhost or a loopback address.
+func isLoopbackName(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // errDropped: the node closed the connection after the request was sent.

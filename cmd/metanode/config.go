@@ -25,6 +25,9 @@ type Config struct {
 	CacheDB        string   `yaml:"cache-db"`           // cache database; default <data>/cache.db
 	HTTP           string   `yaml:"http"`               // API listen address
 	HTTPAllowed    []string `yaml:"http-allowed-hosts"` // Host names besides loopback the API answers to
+	HTTPSocket     string   `yaml:"http-socket"`        // a Unix socket the API serves too
+	LocalNetworks  []string `yaml:"local-networks"`     // CIDRs whose callers are local
+	CORSOrigins    []string `yaml:"cors-origins"`       // browser origins answered with CORS
 	Listen         []string `yaml:"listen"`             // swarm listen multiaddrs
 	Bootstrap      []string `yaml:"bootstrap"`          // peers to join through (…/p2p/<peerId>)
 	Swarm          string   `yaml:"swarm"`              // swarm name
@@ -95,6 +98,12 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.HTTP }, check: checkHTTP},
 	{name: "http-allowed-hosts", env: []string{"METANODE_HTTP_ALLOWED_HOSTS"}, usage: "host names besides localhost, IP addresses and this machine's name the API answers to and whose web pages may write: a reverse proxy's or a container's name; * for any (repeatable)",
 		field: func(c *Config) any { return &c.HTTPAllowed }, check: checkHostNames},
+	{name: "http-socket", env: []string{"METANODE_HTTP_SOCKET"}, usage: "a Unix socket the API serves too, made 0600: every caller on it may write (e.g. <data>/api.sock; default none)",
+		field: func(c *Config) any { return &c.HTTPSocket }},
+	{name: "local-networks", env: []string{"METANODE_LOCAL_NETWORKS"}, usage: "networks (CIDR) whose callers may use the whole API, writes included, as loopback's do; others need the API token in <data>/api.token (repeatable)",
+		field: func(c *Config) any { return &c.LocalNetworks }, check: checkLocalNetworks},
+	{name: "cors-origins", env: []string{"METANODE_CORS_ORIGINS"}, usage: "browser origins (scheme://host[:port]) whose pages may read the API (CORS); writes need the API token too (repeatable; default none)",
+		field: func(c *Config) any { return &c.CORSOrigins }, check: checkCORSOrigins},
 	{name: "listen", env: []string{"METANODE_LISTEN"}, usage: "swarm listen multiaddr (repeatable)",
 		field: func(c *Config) any { return &c.Listen }, check: checkListen},
 	{name: "bootstrap", env: []string{"METANODE_BOOTSTRAP"}, usage: "peer to join through, a multiaddr ending in /p2p/<peerId> (repeatable)",
@@ -429,7 +438,7 @@ func expandHome(p string, getenv func(string) string) string {
 }
 
 func (c *Config) expandPaths(getenv func(string) string) {
-	for _, p := range []*string{&c.Data, &c.TruthDB, &c.CacheDB, &c.SwarmKey, &c.Files} {
+	for _, p := range []*string{&c.Data, &c.TruthDB, &c.CacheDB, &c.SwarmKey, &c.Files, &c.HTTPSocket} {
 		*p = expandHome(*p, getenv)
 	}
 }
@@ -438,11 +447,16 @@ func (c *Config) expandPaths(getenv func(string) string) {
 func (c *Config) NodeConfig() node.Config {
 	bootstrap := c.Profile == "bootstrap"
 	return node.Config{
-		DataDir:      c.Data,
-		TruthPath:    c.TruthDB,
-		CachePath:    c.CacheDB,
-		HTTPAddr:     c.HTTP,
-		HTTPAllowed:  c.HTTPAllowed,
+		DataDir:     c.Data,
+		TruthPath:   c.TruthDB,
+		CachePath:   c.CacheDB,
+		HTTPAddr:    c.HTTP,
+		HTTPAllowed: c.HTTPAllowed,
+		Access: node.Access{
+			Socket:        c.HTTPSocket,
+			LocalNetworks: localNetworks(c.LocalNetworks), // checked by Validate
+			CORSOrigins:   c.CORSOrigins,
+		},
 		Listen:       c.Listen,
 		Bootstrap:    c.Bootstrap,
 		SwarmName:    c.Swarm,

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,6 +98,58 @@ func checkHostNames(c *Config) string {
 		}
 		if !ok {
 			return fmt.Sprintf("%q: want a host name without scheme or port, e.g. metanode or media.example.org, or * for any", h)
+		}
+	}
+	return ""
+}
+
+// checkLocalNetworks: CIDRs (an address alone is its own /32 or /128),
+// none of them every address: that would make the whole internet local.
+func checkLocalNetworks(c *Config) string {
+	for _, n := range c.LocalNetworks {
+		p, err := parseNetwork(n)
+		if err != nil {
+			return fmt.Sprintf("%q: want a network in CIDR form, e.g. 192.168.1.0/24 or fd00::/64", n)
+		}
+		if p.Bits() == 0 {
+			return fmt.Sprintf("%q declares every address local, which is no protection: name your network (e.g. 192.168.1.0/24), or give remote callers the API token", n)
+		}
+	}
+	return ""
+}
+
+func parseNetwork(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return p, err
+	}
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), nil
+}
+
+// localNetworks parses checked CIDRs.
+func localNetworks(list []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range list {
+		if p, err := parseNetwork(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// checkCORSOrigins: origins as browsers send them, scheme://host[:port],
+// never "*" (a page anywhere would read the library).
+func checkCORSOrigins(c *Config) string {
+	for _, o := range c.CORSOrigins {
+		u, err := url.Parse(strings.TrimSuffix(o, "/"))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
+			return fmt.Sprintf("%q: want an origin scheme://host[:port], e.g. http://dash.lan:8080 (no path; * is not allowed)", o)
 		}
 	}
 	return ""
