@@ -16,9 +16,16 @@ var bin struct {
 	out  []byte
 }
 
+// binaryEnv names a binary the parent test process built, for a test
+// re-executed in a network namespace (internal/netnstest) to reuse.
+const binaryEnv = "METANODE_TEST_BINARY"
+
 // buildBinary builds the real metanode binary once per test run.
 func buildBinary(t *testing.T) string {
 	t.Helper()
+	if p := os.Getenv(binaryEnv); p != "" {
+		return p
+	}
 	bin.once.Do(func() {
 		bin.dir, bin.err = os.MkdirTemp("", "metanode-e2e-")
 		if bin.err != nil {

@@ -525,9 +525,10 @@ func runImage(t *testing.T, im image, run dockerRun) {
 			t.Errorf("the logs lack %s", want)
 		}
 	}
-	// Other containers reach the node by its service name, which the image
-	// allows; any other name is a rebinding page's and is refused.
-	for host, want := range map[string]int{"metanode:9000": 200, "rebind.example:9000": 403} {
+	// Other containers reach the node by its service name (meta-core, as
+	// the meta services call it, or metanode), which the image allows; any
+	// other name is a rebinding page's and is refused.
+	for host, want := range map[string]int{"meta-core:9000": 200, "metanode:9000": 200, "rebind.example:9000": 403} {
 		req, err := http.NewRequest("GET", apiURL+"/health", nil)
 		if err != nil {
 			t.Fatal(err)

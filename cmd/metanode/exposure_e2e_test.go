@@ -1,0 +1,195 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/internal/netnstest"
+	"github.com/metanode/metanode/node"
+	"github.com/metanode/metanode/store"
+)
+
+// Addresses the exposure test gives lo in its namespace: a LAN declared
+// local, and another network and an IPv6 address that are not.
+const (
+	exLAN      = "192.168.77.2"
+	exForeign  = "198.51.100.7"
+	exLAN6     = "fd00:77::2"
+	exForeign6 = "2001:db8::7"
+)
+
+// fromAddr is an HTTP client whose connections leave from src.
+func fromAddr(src string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, Proxy: nil}}
+}
+
+// hostile is one request of the exposure attack: the house keys.
+type hostile struct{ method, path, body string }
+
+func exposureAttack(t *testing.T) []hostile {
+	w, err := store.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := w.Text("bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy", "title", "EVIL", uint64(time.Now().UnixMilli()))
+	b, _ := json.Marshal(map[string]any{"claims": []any{c.ToJSON(false)}})
+	return []hostile{
+		{"POST", "/api/claims", string(b)}, // auto-trusts its signer
+		{"POST", "/api/swarm/invite", `{}`},
+		{"PUT", "/api/trust/" + w.UID(), ""},
+		{"PUT", "/api/kv/value", `{"key":"sorter:cursor","value":"x"}`},
+		{"POST", "/api/metadata/clear", ""},
+		{"GET", "/api/kv/value?key=sorter:cursor", ""},
+		{"GET", "/api/metadata/list", ""},
+		{"GET", "/api/trust", ""},
+		{"POST", "/api/merge", `{"claims":[]}`},
+	}
+}
+
+func send(t *testing.T, hc *http.Client, base string, h hostile, hdr ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(h.method, base+h.path, strings.NewReader(h.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", h.method, h.path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The API listening on every interface, IPv4 and IPv6, with a LAN and a
+// ULA prefix declared local: callers from another network or a global
+// IPv6 address get 401 on every route of the exposure attack (auto-trusted
+// claims, pairing codes, trust changes, kv writes, clear, reads of the
+// library and kv) and nothing changes; /health answers them; the same
+// requests with the API token, or from the declared networks, are served.
+// The node logs at WARN that it listens beyond loopback.
+func TestE2E_ExposedAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Setenv(binaryEnv, buildBinary(t)) // built once, outside the namespace
+	if !netnstest.Enter(t, "ip addr add "+exLAN+"/32 dev lo", "ip addr add "+exForeign+"/32 dev lo",
+		"ip addr add "+exLAN6+"/128 dev lo nodad", "ip addr add "+exForeign6+"/128 dev lo nodad") {
+		return
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	srv := startServe(t, data, "--http", "[::]:0", "--local-networks", "192.168.77.0/24,fd00:77::/64")
+	u, err := url.Parse(srv.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := u.Port()
+	waitLog(t, srv, "the API listens beyond loopback")
+	tok, err := os.ReadFile(filepath.Join(data, node.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(data, node.TokenFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("api.token: %v %v, want mode 0600", fi, err)
+	}
+	bearer := "Bearer " + strings.TrimSpace(string(tok))
+	loopback := "http://127.0.0.1:" + port
+	local := api.NewClient(loopback)
+	defer local.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if code, body := send(t, http.DefaultClient, loopback, hostile{"PUT", "/api/kv/value", `{"key":"sorter:cursor","value":"kept"}`}); code != 200 {
+		t.Fatalf("kv write from loopback: %d %s", code, body)
+	}
+
+	for _, target := range []struct{ src, dst string }{{exForeign, exLAN}, {exForeign6, "[" + exLAN6 + "]"}} {
+		hc := fromAddr(target.src)
+		base := "http://" + target.dst + ":" + port
+		for _, h := range exposureAttack(t) {
+			code, body := send(t, hc, base, h)
+			if code != http.StatusUnauthorized || !strings.Contains(body, `"unauthorized"`) {
+				t.Errorf("%s %s from %s: %d %s", h.method, h.path, target.src, code, body)
+			}
+			if strings.Contains(body, "kept") {
+				t.Errorf("%s %s from %s leaked the kv: %s", h.method, h.path, target.src, body)
+			}
+		}
+		if code, body := send(t, hc, base, hostile{"GET", "/health", ""}); code != 200 {
+			t.Errorf("health from %s: %d %s", target.src, code, body)
+		}
+		if code, body := send(t, hc, base, hostile{"GET", "/api/kv/value?key=sorter:cursor", ""}, "Authorization", bearer); code != 200 || !strings.Contains(body, "kept") {
+			t.Errorf("kv read with the token from %s: %d %s", target.src, code, body)
+		}
+	}
+	// Nothing the refused callers sent changed anything.
+	if code, body := send(t, http.DefaultClient, loopback, hostile{"GET", "/api/kv/value?key=sorter:cursor", ""}); code != 200 || !strings.Contains(body, `"kept"`) {
+		t.Errorf("the kv after the attack: %d %s", code, body)
+	}
+	tl, err := local.Trust(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := listed(tl); n != 0 {
+		t.Errorf("the attack put %d signers on the trust list: %+v", n, tl.Trusted)
+	}
+
+	// From the declared networks, the whole API, auto-trust included.
+	for _, target := range []struct{ src, dst string }{{exLAN, exLAN}, {exLAN6, "[" + exLAN6 + "]"}} {
+		hc := fromAddr(target.src)
+		base := "http://" + target.dst + ":" + port
+		h := exposureAttack(t)[0]
+		code, body := send(t, hc, base, h)
+		if code != 200 || !strings.Contains(body, `"accepted":1`) {
+			t.Errorf("a claim from the local network %s: %d %s", target.src, code, body)
+		}
+	}
+	tl, err = local.Trust(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := listed(tl); n != 2 {
+		t.Errorf("local writers from the declared networks: %d trusted, want 2: %+v", n, tl.Trusted)
+	}
+	srv.stop(t)
+}
+
+// listed counts the trust list's rows (the node's own uid aside).
+func listed(tl api.TrustList) int {
+	n := 0
+	for _, e := range tl.Trusted {
+		if e.Source == "list" {
+			n++
+		}
+	}
+	return n
+}
+
+// Listening beyond loopback is safe with the token alone; declaring every
+// address local is refused at start with how to fix it.
+func TestE2E_LocalNetworksRefusesEverything(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	for _, n := range []string{"0.0.0.0/0", "::/0"} {
+		out := binCLIAllowing(t, "serve", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--local-networks", n)
+		if !strings.Contains(out, "every address local") || !strings.Contains(out, "local-networks") {
+			t.Errorf("serve --local-networks %s: %s", n, out)
+		}
+	}
+}
