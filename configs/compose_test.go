@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -139,7 +140,7 @@ func TestCompose(t *testing.T) {
 		}
 		published = true
 		if len(parts) != 3 || !net.ParseIP(parts[0]).IsLoopback() {
-			t.Errorf("meta-core: port %q publishes the API (no authentication) beyond the host's loopback", p)
+			t.Errorf("meta-core: port %q publishes the API beyond the host's loopback", p)
 		}
 	}
 	if !published {
@@ -196,6 +197,50 @@ func TestCompose(t *testing.T) {
 		if _, ok := c.Networks[n]; !ok {
 			t.Errorf("network %q is not declared", n)
 		}
+	}
+	checkLocalNetworks(t, c, core)
+}
+
+// checkLocalNetworks: meta-core declares exactly the fixed subnets of its
+// compose networks local (docs/http.md "Who may use the API"), so the meta
+// services on them may write with no other setting; and it answers the
+// service name as Host.
+func checkLocalNetworks(t *testing.T, c composeFile, core composeService) {
+	t.Helper()
+	var subnets []string
+	for _, n := range core.Networks {
+		var nw struct {
+			IPAM struct {
+				Config []struct {
+					Subnet string `yaml:"subnet"`
+				} `yaml:"config"`
+			} `yaml:"ipam"`
+		}
+		b, err := yaml.Marshal(c.Networks[n])
+		if err == nil {
+			err = yaml.Unmarshal(b, &nw)
+		}
+		if err != nil || len(nw.IPAM.Config) == 0 {
+			t.Errorf("network %q has no fixed subnet (ipam.config[].subnet): meta-core cannot declare it local (%v)", n, err)
+		}
+		for _, cfg := range nw.IPAM.Config {
+			p, err := netip.ParsePrefix(cfg.Subnet)
+			if err != nil || !p.Addr().IsPrivate() {
+				t.Errorf("network %q: subnet %q is not a private CIDR", n, cfg.Subnet)
+			}
+			subnets = append(subnets, cfg.Subnet)
+		}
+	}
+	declared := strings.Split(cmp.Or(core.Environment["METANODE_LOCAL_NETWORKS"], dockerEnv(t)["METANODE_LOCAL_NETWORKS"]), ",")
+	for i := range declared {
+		declared[i] = strings.TrimSpace(declared[i])
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(declared)), slices.Sorted(slices.Values(subnets))) {
+		t.Errorf("meta-core: METANODE_LOCAL_NETWORKS %q, want its networks' subnets %q", declared, subnets)
+	}
+	allowed := strings.Split(cmp.Or(core.Environment["METANODE_HTTP_ALLOWED_HOSTS"], dockerEnv(t)["METANODE_HTTP_ALLOWED_HOSTS"]), ",")
+	if !slices.Contains(allowed, "meta-core") || !slices.Contains(strings.Split(dockerEnv(t)["METANODE_HTTP_ALLOWED_HOSTS"], ","), "meta-core") {
+		t.Errorf("meta-core is not an allowed Host name (compose %q, image %q)", allowed, dockerEnv(t)["METANODE_HTTP_ALLOWED_HOSTS"])
 	}
 }
 

@@ -3,17 +3,25 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/metanode/metanode/api"
 	"github.com/metanode/metanode/internal/netnstest"
@@ -192,4 +200,175 @@ func TestE2E_LocalNetworksRefusesEverything(t *testing.T) {
 			t.Errorf("serve --local-networks %s: %s", n, out)
 		}
 	}
+}
+
+// composeEnv is meta-core's environment in configs/compose.yml over the
+// image's ENV.
+func composeEnv(t *testing.T) map[string]string {
+	t.Helper()
+	env := parseImage(t, readDockerfile(t)).env
+	b, err := os.ReadFile(filepath.Join("..", "..", "configs", "compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Services map[string]struct {
+			Environment map[string]string `yaml:"environment"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(env, c.Services["meta-core"].Environment)
+	return env
+}
+
+// In the shipped compose setup a container calls the node by its service
+// name, http://meta-core:9000/, and reads and writes with no setting of
+// its own: the image answers the name and the compose file declares its
+// network local. A web page on another origin, from the same network,
+// still can neither read nor write; a caller from outside the network
+// gets 401. The container's address is one of the compose subnet's, given
+// to lo in a private network namespace.
+func TestE2E_ComposeServiceName(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Setenv(binaryEnv, buildBinary(t))
+	env := composeEnv(t)
+	subnet, err := netip.ParsePrefix(env["METANODE_LOCAL_NETWORKS"])
+	if err != nil {
+		t.Fatalf("compose.yml: METANODE_LOCAL_NETWORKS %q: %v", env["METANODE_LOCAL_NETWORKS"], err)
+	}
+	container := subnet.Addr().Next().Next().String() // …2: a meta service
+	if !netnstest.Enter(t, "ip addr add "+container+"/32 dev lo", "ip addr add "+exForeign+"/32 dev lo") {
+		return
+	}
+	dir := t.TempDir()
+	var vars []string
+	for k, v := range env {
+		switch k {
+		case "METANODE_HTTP", "METANODE_API", "METANODE_DATA", "FILES_PATH", "HOME", "TMPDIR", "META_CORE_PATH":
+			continue // paths of the image: this test's own below
+		}
+		vars = append(vars, k+"="+v)
+	}
+	vars = append(vars, "HOME="+dir, "META_CORE_PATH="+filepath.Join(dir, "meta-core"))
+	data := filepath.Join(dir, "data")
+	srv := startArgs(t, data, []string{"serve", "--data", data, "--http", "0.0.0.0:0", "--listen", "/ip4/127.0.0.1/tcp/0",
+		"--no-mdns", "--log-format", "json"}, vars...)
+	u, err := url.Parse(srv.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + container + ":" + u.Port()
+	hc := fromAddr(container)
+	host := []string{"Host", "meta-core:9000"}
+	w := exposureAttack(t)
+	for _, h := range []hostile{w[3], w[0], w[5], w[6], {"GET", "/urls", ""}} {
+		code, body := send(t, hc, base, h, host...)
+		if code != 200 {
+			t.Errorf("%s %s from the compose network as meta-core: %d %s", h.method, h.path, code, body)
+		}
+	}
+	// A foreign page in a browser on that network, and a caller outside it.
+	for _, h := range w[:7] {
+		if code, body := send(t, hc, base, h, append(host, "Origin", "http://evil.example", "Content-Type", "text/plain")...); code != http.StatusForbidden {
+			t.Errorf("%s %s from a foreign page: %d %s", h.method, h.path, code, body)
+		}
+		if code, body := send(t, fromAddr(exForeign), "http://"+container+":"+u.Port(), h, host...); code != http.StatusUnauthorized {
+			t.Errorf("%s %s from outside the compose network: %d %s", h.method, h.path, code, body)
+		}
+	}
+	srv.stop(t)
+}
+
+// peakRSS is a process's peak resident set (VmHWM), in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// 32 clients each send a maximum-size (16 MiB) claims body at once to the
+// real binary: the body budget keeps the node's peak RSS under the
+// 300 MB memory goal (it took 897 MB without one); every request is
+// answered, 200 or 503 busy with Retry-After, and the busy ones get in
+// when sent again.
+func TestE2E_BodyBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	srv := startServe(t, filepath.Join(t.TempDir(), "data"))
+	const clients = 32
+	body := []byte(`{"claims":["` + strings.Repeat("a", api.MaxClaimsBody-32) + `"]}`)
+	hc := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxConnsPerHost: clients, MaxIdleConnsPerHost: clients}}
+	defer hc.CloseIdleConnections()
+	post := func() (int, string) {
+		resp, err := hc.Post(srv.url+"/api/claims", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+			return 0, "503 without Retry-After: " + string(b)
+		}
+		return resp.StatusCode, string(b)
+	}
+	type answer struct {
+		code int
+		body string
+	}
+	answers := make(chan answer, clients)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			code, body := post()
+			answers <- answer{code, body}
+		})
+	}
+	wg.Wait()
+	close(answers)
+	served, busy := 0, 0
+	for a := range answers {
+		switch {
+		case a.code == 200 && strings.Contains(a.body, `"rejected":1`):
+			served++
+		case a.code == http.StatusServiceUnavailable && strings.Contains(a.body, `"busy"`):
+			busy++
+		default:
+			t.Errorf("answer %d %.300s", a.code, a.body)
+		}
+	}
+	peak := peakRSS(t, srv.cmd.Process.Pid)
+	t.Logf("%d concurrent 16 MiB bodies: %d served, %d busy; peak RSS %d MB", clients, served, busy, peak/1e6)
+	if peak >= 300e6 {
+		t.Errorf("peak RSS %d MB under %d concurrent 16 MiB bodies, want < 300 MB", peak/1e6, clients)
+	}
+	for i := 0; i < min(busy, 2); i++ { // a refused body gets in when sent again
+		for try := 0; ; try++ {
+			code, b := post()
+			if code == 200 {
+				break
+			}
+			if code != http.StatusServiceUnavailable || try == 20 {
+				t.Fatalf("resending a refused body: %d %.300s", code, b)
+			}
+		}
+	}
+	srv.stop(t)
 }
