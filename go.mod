@@ -3,6 +3,7 @@ module github.com/metanode/metanode
 go 1.26.6
 
 require (
+	github.com/chromedp/chromedp v0.23.0
 	github.com/decred/dcrd/dcrec/secp256k1/v4 v4.4.1
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/google/uuid v1.6.0
@@ -24,7 +25,11 @@ require (
 	modernc.org/sqlite v1.62.0
 )
 
-require github.com/libp2p/go-msgio v0.3.0 // indirect
+require (
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/libp2p/go-msgio v0.3.0 // indirect
+)
 
 require (
 	filippo.io/bigmod v0.1.1-0.20260103110540-f8a47775ebe5 // indirect

@@ -103,7 +103,9 @@ func (s *Server) localAddr(r *http.Request) bool {
 
 // admit decides whether r may be served, in this order: the token (a
 // wrong one is refused), the Host check, the browser's origin rules, then
-// who may use what. cors is the origin to answer with CORS headers.
+// who may use what. cors is the origin to answer with CORS headers, set
+// on a refusal too once the origin is known to be allowed (its page may
+// read why).
 func (s *Server) admit(r *http.Request) (c caller, cors string, err error) {
 	switch s.bearer(r) {
 	case tokenGood:
@@ -125,14 +127,14 @@ func (s *Server) admit(r *http.Request) (c caller, cors string, err error) {
 	case r.Method == http.MethodOptions, publicRoute(r):
 		return c, cors, nil
 	case !c.local:
-		return c, "", s.unauthorized("this API serves callers from other addresses only with the API token: send Authorization: Bearer <the content of " +
+		return c, cors, s.unauthorized("this API serves callers from other addresses only with the API token: send Authorization: Bearer <the content of " +
 			s.tokenFile() + ">, or declare their network local (local-networks)")
 	case c.browser && s.writes(r):
 		if !c.token {
-			return c, "", s.unauthorized("a web page writes only with the API token (Authorization: Bearer …): this node's own pages get it from GET /api/token")
+			return c, cors, s.unauthorized("a web page writes only with the API token (Authorization: Bearer …): this node's own pages get it from GET /api/token")
 		}
 		if err := checkBodyType(r); err != nil {
-			return c, "", err
+			return c, cors, err
 		}
 	}
 	return c, cors, nil

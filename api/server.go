@@ -350,19 +350,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p = r.URL.Path
 	}
 	c, cors, err := s.admit(r)
-	if err != nil {
-		if e, ok := err.(*Error); ok && e.Status == http.StatusUnauthorized {
-			h.Set("WWW-Authenticate", `Bearer realm="metanode"`)
-		}
-		s.refused.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), refusalKey{}, err)))
-		return
-	}
 	if cors != "" {
 		h["Access-Control-Allow-Origin"] = []string{cors}
 		h["Vary"] = varyOrigin
 		h["Access-Control-Allow-Methods"] = corsMethods
 		h["Access-Control-Allow-Headers"] = corsHeaders
 		h["Access-Control-Max-Age"] = corsMaxAge
+	}
+	if err != nil {
+		if e, ok := err.(*Error); ok && e.Status == http.StatusUnauthorized {
+			h.Set("WWW-Authenticate", `Bearer realm="metanode"`)
+		}
+		s.refused.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), refusalKey{}, err)))
+		return
 	}
 	if r.Method == http.MethodOptions {
 		w.WriteHeader(http.StatusNoContent)
