@@ -49,7 +49,7 @@ type Config struct {
 	HTTPAllowed []string // Host names besides loopback the API answers to (api.Config.AllowedHosts)
 	Access      Access   // who may use the API besides loopback
 
-	Listen       []string // swarm multiaddrs; nil: the swarm's default (TCP and QUIC on 4001)
+	Listen       []string // swarm multiaddrs; nil: the swarm's default (TCP and QUIC on swarm.DefaultPort)
 	Bootstrap    []string // peers to join through (multiaddrs ending in /p2p/<peerId>)
 	SwarmName    string   // default swarm.DefaultName ("metamesh")
 	SwarmKeyPath string   // go-ipfs swarm.key file: a private swarm; "" for a public one

@@ -64,7 +64,7 @@ const (
 	DefaultSignerRate   = 1000 // claims per second per signer, from all peers' gossip
 	maxSessionsPerPeer  = 2    // inbound sync sessions one peer may run at once
 	DefaultBlockFor     = 10 * time.Minute
-	DefaultPort         = 4001
+	DefaultPort         = 4821 // cmd/metanode/swarmport.go: why
 )
 
 // Config configures a Swarm. Zero fields take the documented defaults.
@@ -72,7 +72,7 @@ type Config struct {
 	Identity *store.Signer // the node key: the peer id and the node uid both come from it
 	Store    Store
 
-	Listen    []string // multiaddrs; default TCP and QUIC on port 4001 (TCP only with a PSK)
+	Listen    []string // multiaddrs; default TCP and QUIC on DefaultPort (TCP only with a PSK)
 	Bootstrap []string // multiaddrs ending in /p2p/<peerId>: dialed, protected, redialed with backoff
 	Name      string   // swarm name: topic /metanode/<name>/claims/1; default DefaultName
 	PSK       []byte   // 32-byte pre-shared key: a private swarm; nil for a public one

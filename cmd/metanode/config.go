@@ -47,12 +47,13 @@ type Config struct {
 	LegacyWrites   string   `yaml:"legacy-writes"`      // sign | refuse: the single-box core's unsigned writes
 }
 
-// DefaultListen are the swarm's listen addresses unless told otherwise.
-var DefaultListen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
+// DefaultListen are the swarm's listen addresses unless told otherwise
+// (swarmport.go says why the port is 4821).
+var DefaultListen = []string{"/ip4/0.0.0.0/tcp/4821", "/ip4/0.0.0.0/udp/4821/quic-v1"}
 
 // BootstrapListen are a bootstrap node's: IPv6 too, as homes may reach a
 // public host by either (configs/bootstrap.yml lists the same).
-var BootstrapListen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1", "/ip6/::/tcp/4001", "/ip6/::/udp/4001/quic-v1"}
+var BootstrapListen = []string{"/ip4/0.0.0.0/tcp/4821", "/ip4/0.0.0.0/udp/4821/quic-v1", "/ip6/::/tcp/4821", "/ip6/::/udp/4821/quic-v1"}
 
 // bootstrapMaxConns is a bootstrap node's connection budget: it serves
 // every home of the swarm, not a few peers.
@@ -120,7 +121,7 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.AutoTrustLocal }},
 	{name: "replicate", env: []string{"METANODE_REPLICATE"}, usage: "keep every trusted claim (all) or only claims about known cids (interest)",
 		field: func(c *Config) any { return &c.Replicate }, check: func(c *Config) string { return oneOf(c.Replicate, "all", "interest") }},
-	{name: "profile", env: []string{"METANODE_PROFILE"}, usage: "preset: home or bootstrap (DHT server, relay, peer exchange; unless set: open trust, no mDNS, max-conns 512, listen on IPv4 and IPv6 port 4001; no watcher)",
+	{name: "profile", env: []string{"METANODE_PROFILE"}, usage: "preset: home or bootstrap (DHT server, relay, peer exchange; unless set: open trust, no mDNS, max-conns 512, listen on IPv4 and IPv6 port 4821; no watcher)",
 		field: func(c *Config) any { return &c.Profile }, check: func(c *Config) string { return oneOf(c.Profile, "home", "bootstrap") }},
 	{name: "mdns", env: []string{"METANODE_MDNS"}, usage: "discover peers on the LAN (mDNS)",
 		field: func(c *Config) any { return &c.MDNS }},
@@ -458,7 +459,7 @@ func (c *Config) NodeConfig() node.Config {
 			CORSOrigins:   c.CORSOrigins,
 		},
 		Listen:       c.Listen,
-		Bootstrap:    c.Bootstrap,
+		Bootstrap:    alsoNewPort(c.Bootstrap),
 		SwarmName:    c.Swarm,
 		SwarmKeyPath: c.SwarmKey,
 		FilesRoot:    c.Files,

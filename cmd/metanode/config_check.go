@@ -157,7 +157,7 @@ func checkCORSOrigins(c *Config) string {
 
 func checkListen(c *Config) string {
 	if len(c.Listen) == 0 {
-		return "give at least one multiaddr, e.g. /ip4/0.0.0.0/tcp/4001"
+		return "give at least one multiaddr, e.g. /ip4/0.0.0.0/tcp/4821"
 	}
 	for _, a := range c.Listen {
 		if _, err := ma.NewMultiaddr(a); err != nil {

@@ -465,7 +465,7 @@ func TestE2E_StartupErrors(t *testing.T) {
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error")
 	cmd.Env = append(os.Environ(), "HOME="+dir)
 	out, err = cmd.CombinedOutput()
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "another process") {
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "already in use by another program") {
 		t.Fatalf("serve on a taken port: %v\n%s", err, out)
 	}
 	cmd = exec.Command(buildBinary(t), "serve", "--data", filepath.Join(dir, "a"), "--http", "127.0.0.1:0",

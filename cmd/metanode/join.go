@@ -498,7 +498,7 @@ func writeFileAtomic(path string, b []byte) error {
 // swarm: the settings given to it as flags or by environment variables, so
 // that a later plain serve (from a shell or unit without those variables)
 // runs the same node on the same addresses, truth and data (review W6: the
-// restart without METANODE_LISTEN listened on 0.0.0.0:4001 with mDNS). It
+// restart without METANODE_LISTEN listened on the default port with mDNS). It
 // returns them with the command that restarts this node (the hint join
 // prints when done). The data directory cannot live in <data>/metanode.yml:
 // it is persisted only in a config elsewhere (--config, given by flag or

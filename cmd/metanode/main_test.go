@@ -368,13 +368,13 @@ func TestRun_IDOfRunningNode(t *testing.T) {
 	}
 	// Another node's API is not this node's.
 	otherURL, _, _ := serveInProcess(t, env, "--data", filepath.Join(dir, "other"))
-	if got := id("--api", otherURL); got.AddrsFrom != "config" || !strings.Contains(got.Addrs[0], "/tcp/4001/") {
+	if got := id("--api", otherURL); got.AddrsFrom != "config" || !strings.Contains(got.Addrs[0], "/tcp/4821/") {
 		t.Fatalf("id with another node at --api: %+v", got)
 	}
 	if c := stop(); c != 0 {
 		t.Fatalf("serve exit %d", c)
 	}
-	if got := id("--api", url); got.AddrsFrom != "config" || !strings.Contains(got.Addrs[0], "/tcp/4001/") {
+	if got := id("--api", url); got.AddrsFrom != "config" || !strings.Contains(got.Addrs[0], "/tcp/4821/") {
 		t.Fatalf("id with the node stopped: %+v", got)
 	}
 }
@@ -655,9 +655,64 @@ func TestRun_ServeAddressInUse(t *testing.T) {
 	args := []string{"serve", "--data", t.TempDir(), "--http", ln.Addr().String(), "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"}
 	r := runCLI(t, map[string]string{"HOME": t.TempDir()}, nil, args...)
 	r.want(t, 1, args...)
-	want := "metanode serve: address " + ln.Addr().String() + " is in use: another process (another metanode?) holds it; stop it or choose another --http\n"
+	want := "metanode serve: API address " + ln.Addr().String() + " is already in use by another program: stop it, or choose another address with the http setting " +
+		"(--http, METANODE_HTTP or http: in the config file; now from flag --http)\n"
 	if r.stderr != want {
 		t.Fatalf("stderr %q, want %q", r.stderr, want)
+	}
+
+	// The swarm's port, set in the config file: the message names the
+	// setting and the line (no guess at which program holds the port).
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "metanode.yml")
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	if err := os.WriteFile(conf, []byte("mdns: false\nlisten:\n  - /ip4/"+host+"/tcp/"+port+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args = []string{"serve", "--data", dir, "--http", "127.0.0.1:0", "--log-level", "error"}
+	r = runCLI(t, map[string]string{"HOME": t.TempDir()}, nil, args...)
+	r.want(t, 1, args...)
+	want = "metanode serve: swarm address " + ln.Addr().String() + " is already in use by another program: stop it, or choose another address with the listen setting " +
+		"(--listen, METANODE_LISTEN or listen: in the config file; now from config file " + conf + " line 2)\n"
+	if r.stderr != want {
+		t.Fatalf("stderr %q, want %q", r.stderr, want)
+	}
+}
+
+// TestDefaultSwarmPort: the default swarm port is not Kubo's 4001, for a
+// home and a bootstrap node alike; a config that names 4001 keeps it; a
+// bootstrap address on the old default port is dialed on the new one too
+// (a paired home that ran on the defaults moved), once per peer.
+func TestDefaultSwarmPort(t *testing.T) {
+	for _, profile := range []string{"home", "bootstrap"} {
+		cfg, _, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": t.TempDir()}), flags: map[string][]string{"profile": {profile}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range cfg.Listen {
+			if !strings.Contains(a, "/"+newDefaultPort) || strings.Contains(a, "/4001") {
+				t.Errorf("profile %s listens on %s by default, want port %s", profile, a, newDefaultPort)
+			}
+		}
+	}
+	kept := "/ip4/0.0.0.0/tcp/4001"
+	cfg, _, err := LoadConfig(loadOptions{getenv: envMap(map[string]string{"HOME": t.TempDir()}), fileBytes: []byte("listen: [" + kept + "]\n"), configPath: "x.yml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc := cfg.NodeConfig(); !slices.Equal(nc.Listen, []string{kept}) {
+		t.Errorf("a config naming 4001 listens on %v", nc.Listen)
+	}
+
+	const pid = "/p2p/16Uiu2HAm7VwKCS6oRo2FPbus3uMVQPAsJvrPop9TR9zTpu9J4Uic"
+	in := []string{"/ip4/1.2.3.4/tcp/4001" + pid, "/ip6/::1/udp/4001/quic-v1" + pid, "/dns4/boot.example.org/tcp/4999" + pid}
+	got := alsoNewPort(in)
+	want := append(slices.Clone(in), "/ip4/1.2.3.4/tcp/4821"+pid, "/ip6/::1/udp/4821/quic-v1"+pid)
+	if !slices.Equal(got, want) {
+		t.Errorf("alsoNewPort(%q)\n = %q\nwant %q", in, got, want)
+	}
+	if in[0] != "/ip4/1.2.3.4/tcp/4001"+pid || len(in) != 3 {
+		t.Errorf("alsoNewPort changed its input: %q", in)
 	}
 }
 

@@ -127,7 +127,7 @@ func (c *cli) runNode(ctx context.Context, cfg Config, layers configLayers, then
 	ncfg.Logger = logger
 	n := node.New(ncfg)
 	if err := n.Open(ctx); err != nil {
-		return explainOpen(err, cfg)
+		return explainOpen(err, cfg, layers)
 	}
 	logger.Info("serving", "api", n.APIURL(), "data", cfg.Data, "uid", n.UID(), "peer", n.PeerID(), "profile", cfg.Profile)
 	var err error
@@ -153,20 +153,22 @@ func (c *cli) runNode(ctx context.Context, cfg Config, layers configLayers, then
 }
 
 // explainOpen adds what to do to the common start-up failures.
-func explainOpen(err error, cfg Config) error {
+func explainOpen(err error, cfg Config, layers configLayers) error {
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
+		// Said from the listener's error alone: the layers above it ("open
+		// node", "open api") add nothing the owner can act on. Which program
+		// holds the port is not ours to guess.
 		var op *net.OpError
 		if errors.As(err, &op) && op.Addr != nil {
-			// Said from the listener's error alone: the layers above it
-			// ("open node", "open api") add nothing the owner can act on.
-			flag := "--listen"
+			what, setting := "swarm", "listen"
 			if _, port, perr := net.SplitHostPort(cfg.HTTP); perr == nil && strings.HasPrefix(op.Net, "tcp") && strings.HasSuffix(op.Addr.String(), ":"+port) {
-				flag = "--http"
+				what, setting = "API", "http"
 			}
-			return &explained{err: err, msg: fmt.Sprintf("address %s is in use: another process (another metanode?) holds it; stop it or choose another %s", op.Addr, flag)}
+			return &explained{err: err, msg: fmt.Sprintf("%s address %s is already in use by another program: stop it, or choose another address with the %s setting (%s)",
+				what, op.Addr, setting, settingSources(setting, layers))}
 		}
-		return fmt.Errorf("%w: another process (another metanode?) holds the address; stop it or choose --http / --listen", err)
+		return fmt.Errorf("%w: an address is already in use by another program: stop it, or choose other addresses with the http and listen settings", err)
 	case errors.Is(err, node.ErrDataDirInUse):
 		// The lock that failed may be the one beside a truth database kept
 		// outside the data directory: then --data is not what to change.
@@ -184,6 +186,20 @@ func explainOpen(err error, cfg Config) error {
 		return fmt.Errorf("%w: check the permissions of the data directory %s (--data)", err, cfg.Data)
 	}
 	return err
+}
+
+// settingSources names the ways to set a setting and where its value came
+// from: "--listen, METANODE_LISTEN or listen: in the config file; now from the default".
+func settingSources(name string, layers configLayers) string {
+	s := settingNamed(name)
+	if s == nil {
+		return name
+	}
+	from := layers.src[name]
+	if from == "" {
+		from = "the default"
+	}
+	return fmt.Sprintf("--%s, %s or %s: in the config file; now from %s", name, s.env[len(s.env)-1], name, from)
 }
 
 // explained is an error whose message says what happened and what to do
