@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/metanode/metanode/store"
@@ -55,6 +56,19 @@ type Node interface {
 	// for POST /api/swarm/invite.
 	Invite(ctx context.Context, ttl time.Duration) (InviteResponse, error)
 	Health(ctx context.Context) Health
+	// Neighbors answers GET /neighbors: the beacon v2 nodes this node
+	// hears, every instance with all, else the latest of each name.
+	Neighbors(all bool) NeighborsResponse
+}
+
+// NeighborsResponse is the answer of GET /neighbors and /api/neighbors, as
+// upstream's: Enabled is false (and the list empty) when the beacon is off.
+type NeighborsResponse struct {
+	Current   string            `json:"current"` // this node's beacon name
+	Enabled   bool              `json:"enabled"`
+	Neighbors []json.RawMessage `json:"neighbors"` // beacon rows: node, resources, caps, baseUrl?, addr, lastSeen
+	Count     int               `json:"count"`
+	Self      json.RawMessage   `json:"self,omitempty"` // this node as its neighbours list it
 }
 
 // InviteRequest is the optional body of POST /api/swarm/invite.

@@ -113,6 +113,9 @@ func (n *testNode) TrustList(ctx context.Context) (api.TrustList, error) {
 func (n *testNode) Trust(ctx context.Context, uid string) error    { return n.st.Trust(ctx, uid, "") }
 func (n *testNode) Distrust(ctx context.Context, uid string) error { return n.st.Distrust(ctx, uid) }
 func (n *testNode) Health(ctx context.Context) api.Health          { return api.Health{Status: "ok"} }
+func (n *testNode) Neighbors(all bool) api.NeighborsResponse {
+	return api.NeighborsResponse{Current: "meta-core"}
+}
 
 func (n *testNode) Invite(ctx context.Context, ttl time.Duration) (api.InviteResponse, error) {
 	if ttl == 0 {

@@ -34,7 +34,7 @@ func metaSortPath(h, key string) string {
 func (e *env) record(h string) map[string]string {
 	e.t.Helper()
 	var rec api.RecordResponse
-	e.get("/meta/" + h).decode(e.t, &rec)
+	e.get("/meta/"+h).decode(e.t, &rec)
 	return rec.Metadata
 }
 
@@ -82,12 +82,12 @@ func TestLegacy_RoundTrip(t *testing.T) {
 		}
 	}
 	var meta api.MetaResponse
-	e.get("/api/meta/" + cidB).decode(t, &meta)
+	e.get("/api/meta/"+cidB).decode(t, &meta)
 	if meta.RID != rid || meta.Metadata["title"] != "Inception" || meta.CanonicalCID != cidA {
 		t.Errorf("/api/meta: %+v", meta)
 	}
 	var md api.RecordResponse
-	e.get("/api/metadata/" + rid).decode(t, &md)
+	e.get("/api/metadata/"+rid).decode(t, &md)
 	if md.Metadata["plot/eng"] != "A thief / a dream" {
 		t.Errorf("/api/metadata: %+v", md)
 	}
@@ -106,7 +106,7 @@ func TestLegacy_RoundTrip(t *testing.T) {
 		t.Errorf("GET /meta %v lacks %s", ids.HashIDs, rid)
 	}
 	var claims api.GroupClaimsResponse
-	e.get("/api/metadata/" + rid + "/claims?uid=" + key.UID()).decode(t, &claims)
+	e.get("/api/metadata/"+rid+"/claims?uid="+key.UID()).decode(t, &claims)
 	if len(claims.Claims) != len(want)-1 { // every key but the record's own cid link
 		t.Errorf("the legacy writer signed %d claims, want %d", len(claims.Claims), len(want)-1)
 	}
@@ -238,7 +238,7 @@ func TestLegacy_MetadataRoutes(t *testing.T) {
 	if got := e.record(rid); got["title"] != "Heat!" || got["rating"] != "8" {
 		t.Errorf("after batch: %v (properties are set after metadata)", got)
 	}
-	e.get("/meta/" + cidB).wantError(t, http.StatusNotFound, "unknown_root")
+	e.get("/meta/"+cidB).wantError(t, http.StatusNotFound, "unknown_root")
 	if got := e.record(cidC); got["title"] != "Dune" || batch.Results[4].HashID == cidC {
 		t.Errorf("batch on a new cid: %v, answered %+v", got, batch.Results[4])
 	}
@@ -282,7 +282,7 @@ func TestLegacy_BadInputChangesNothing(t *testing.T) {
 			t.Errorf("%s: %s does not say %s", c.name, a.body, c.says)
 		}
 	}
-	e.get("/meta/" + cidA).wantError(t, http.StatusNotFound, "unknown_root")
+	e.get("/meta/"+cidA).wantError(t, http.StatusNotFound, "unknown_root")
 	var st store.Stats
 	e.get("/api/stats").decode(t, &st)
 	if st.Claims != 0 {

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -89,6 +91,9 @@ type SearchResponse struct {
 type SchemaResponse struct {
 	Fields map[string]store.SchemaField `json:"fields"`
 }
+
+// WebDAVPrefix is where the files root is served over WebDAV.
+const WebDAVPrefix = "/webdav"
 
 // URLs is the answer of GET /urls. RedisURL is always empty: consumers
 // refuse a node that advertises one.
@@ -319,12 +324,34 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleURLs(w http.ResponseWriter, r *http.Request) error {
 	host, _ := os.Hostname()
-	api := "http://" + r.Host
-	base := s.cfg.BaseURL
-	if base == "" {
-		base = api
+	_, port, _ := net.SplitHostPort(s.URL()[len("http://"):])
+	return writeJSON(w, http.StatusOK, NewURLs(host, "http://"+r.Host, s.cfg.BaseURL, port, s.webdav != nil))
+}
+
+func (s *Server) handleNeighbors(w http.ResponseWriter, r *http.Request) error {
+	out := s.cfg.Node.Neighbors(truthy(r.URL.Query().Get("all")))
+	out.Neighbors = nonNil(out.Neighbors)
+	out.Count = len(out.Neighbors)
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// NewURLs is the /urls block of a node (the beacon's data.urls and the
+// leader file say the same): apiURL is where the consumer reaches the
+// API, baseURL the external URL when one is set (else apiURL). With a
+// files root, webdavUrl is the base URL's /webdav and webdavUrlInternal
+// the host name's on the API's own port, which a container on the same
+// network (a compose service named as the host) reaches directly.
+// redisUrl stays empty: consumers refuse a node that advertises one.
+func NewURLs(hostname, apiURL, baseURL, port string, webdav bool) URLs {
+	base := strings.TrimSuffix(cmp.Or(baseURL, apiURL), "/")
+	u := URLs{Hostname: hostname, BaseURL: base, APIURL: apiURL}
+	if webdav {
+		u.WebDAVURL = base + WebDAVPrefix
+		if hostname != "" && port != "" {
+			u.WebDAVURLInternal = "http://" + net.JoinHostPort(hostname, port) + WebDAVPrefix
+		}
 	}
-	return writeJSON(w, http.StatusOK, URLs{Hostname: host, BaseURL: strings.TrimSuffix(base, "/"), APIURL: api})
+	return u
 }
 
 // ---- small helpers ----

@@ -37,6 +37,15 @@ func (s *Server) routes() {
 	s.handle("GET /health", s.handleHealth)
 	s.handle("GET /urls", s.handleURLs)
 	s.handle("GET /api/token", s.handleToken)
+	if s.webdav != nil {
+		// Every method: any but GET and HEAD is a write to admit (a
+		// browser's needs the token); the handler refuses writes while
+		// read-only (webdav.go).
+		s.handle(WebDAVPrefix, s.handleWebDAV)
+		s.handle(WebDAVPrefix+"/", s.handleWebDAV)
+	}
+	s.handle("GET /neighbors", s.handleNeighbors)
+	s.handle("GET /api/neighbors", s.handleNeighbors)
 
 	// Events.
 	s.handle("GET /api/events/meta", s.handleEventsMeta)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/webdav"
 
 	"github.com/metanode/metanode/store"
 )
@@ -51,6 +52,10 @@ type Config struct {
 	// core's routes (PATCH /meta/{h}, …; legacy.go): the node's legacy
 	// writer key. nil refuses them with 410 gone (legacy-writes: refuse).
 	LegacySigner *store.Signer
+
+	// WebDAVWrites lets WebDAV clients write under the files root's
+	// plugin/ (webdav-writes); without it /webdav/ is read-only.
+	WebDAVWrites bool
 
 	// BaseURL is the external URL consumers are told in GET /urls
 	// ("baseUrl"); default the URL the request came in on.
@@ -94,9 +99,10 @@ type Server struct {
 	metrics *metrics
 	gather  prometheus.Gatherer
 	initErr error
-	legacy  *legacyWriter // nil: legacy writes are refused
-	unclean http.Handler  // a path the mux would redirect (see ServeHTTP)
-	refused http.Handler  // a request admit refused: the error is in its context
+	legacy  *legacyWriter   // nil: legacy writes are refused
+	webdav  *webdav.Handler // the files root over WebDAV; nil without one
+	unclean http.Handler    // a path the mux would redirect (see ServeHTTP)
+	refused http.Handler    // a request admit refused: the error is in its context
 
 	// readOnly are the patterns registered with handleOpen: a non-safe
 	// method on them changes nothing (access.go). tokenSum is the API
@@ -186,6 +192,9 @@ func NewServer(cfg Config) *Server {
 	s.anyHost = slices.Contains(cfg.AllowedHosts, AnyHost)
 	if cfg.LegacySigner != nil {
 		s.legacy = &legacyWriter{signer: cfg.LegacySigner}
+	}
+	if cfg.FilesRoot != "" {
+		s.webdav = newWebDAV(cfg.FilesRoot, cfg.WebDAVWrites)
 	}
 	s.streams, s.cancelStreams = context.WithCancelCause(context.Background())
 	s.base, s.cancelBase = context.WithCancelCause(context.Background())
@@ -364,7 +373,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refused.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), refusalKey{}, err)))
 		return
 	}
-	if r.Method == http.MethodOptions {
+	if r.Method == http.MethodOptions && !s.isWebDAV(p) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -391,6 +400,12 @@ type refusalKey struct{}
 
 func handleRefused(w http.ResponseWriter, r *http.Request) error {
 	return r.Context().Value(refusalKey{}).(error)
+}
+
+// isWebDAV reports whether p is under /webdav/ on a server that serves it
+// (its OPTIONS answer names the DAV class, as clients ask).
+func (s *Server) isWebDAV(p string) bool {
+	return s.webdav != nil && (p == WebDAVPrefix || strings.HasPrefix(p, WebDAVPrefix+"/"))
 }
 
 // cleanPath is the form net/http's mux redirects to: rooted, with no

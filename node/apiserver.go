@@ -33,6 +33,7 @@ func (n *Node) openAPI(ctx context.Context) error {
 		FilesRoot:     n.cfg.FilesRoot,
 		AllowedHosts:  n.cfg.HTTPAllowed,
 		LegacySigner:  n.legacy,
+		WebDAVWrites:  n.cfg.WebDAVWrites,
 		Socket:        n.cfg.Access.Socket,
 		LocalNetworks: n.cfg.Access.LocalNetworks,
 		CORSOrigins:   n.cfg.Access.CORSOrigins,

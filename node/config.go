@@ -54,7 +54,10 @@ type Config struct {
 	SwarmName    string   // default swarm.DefaultName ("metamesh")
 	SwarmKeyPath string   // go-ipfs swarm.key file: a private swarm; "" for a public one
 
-	FilesRoot string // files root for the watcher; "" runs no watcher
+	FilesRoot string // files root for the watcher (and WebDAV); "" runs no watcher
+	// WebDAVWrites lets WebDAV clients write under the files root's
+	// plugin/ (webdav-writes); otherwise /webdav/ is read-only.
+	WebDAVWrites bool
 
 	Trust store.TrustMode // default store.TrustList
 	// NoAutoTrust turns off trusting and vouching for local writers: then a
@@ -67,6 +70,17 @@ type Config struct {
 	// the legacy writer key (legacy-writes: refuse).
 	RefuseLegacyWrites bool
 	LegacyKeyPath      string // default DataDir/legacy-writer.key (made on first Open)
+
+	// Beacon advertises the API to the meta services by beacon v2 (UDP
+	// multicast on the local network) and lists what it hears
+	// (GET /neighbors). BeaconGroup and BeaconInterval default to the
+	// protocol's (239.255.99.1:9099, 10 s).
+	Beacon         bool
+	BeaconGroup    string
+	BeaconInterval time.Duration
+	// LeaderFile, when set, is written with the API's URLs once it serves
+	// (upstream's <META_CORE_PATH>/locks/kv-leader.info) and removed on Close.
+	LeaderFile string
 
 	MDNS         bool     // LAN discovery
 	DHTServer    bool     // kad-dht server mode

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/node/beacon"
 	"github.com/metanode/metanode/node/watcher"
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/swarm"
@@ -39,6 +40,7 @@ type Node struct {
 	swarm   *swarm.Swarm
 	api     *api.Server
 	watcher *watcher.Watcher // nil without a files root
+	beacon  *beacon.Beacon   // nil unless Config.Beacon
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -150,7 +152,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	// Each component names itself in its errors ("open swarm: …"). The
 	// trust list is checked against the node's own vouches once the swarm
 	// can publish a fix, before the API serves.
-	for _, open := range []func(context.Context) error{n.openStore, n.openSwarm, n.openTrustCheck, n.openWatcher, n.openAPI} {
+	for _, open := range []func(context.Context) error{n.openStore, n.openSwarm, n.openTrustCheck, n.openWatcher, n.openAPI, n.openBeacon, n.openLeaderFile} {
 		if err := open(ctx); err != nil {
 			return err
 		}

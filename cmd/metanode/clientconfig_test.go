@@ -102,7 +102,7 @@ func TestRun_ServeTruthInDataDirByOtherPath(t *testing.T) {
 	truth := filepath.Join(dir, "mn", "truth.db")
 	_, _, stop := serveInProcess(t, env, "--data", "mn", "--truth-db", truth)
 	args := []string{"serve", "--data", filepath.Join(dir, "mn"), "--truth-db", "mn/truth.db",
-		"--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"}
+		"--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon", "--log-level", "error"}
 	r := runCLI(t, env, nil, args...)
 	r.want(t, 1, args...)
 	if !strings.Contains(r.stderr, "another --data") || strings.Contains(r.stderr, "--truth-db") {

@@ -45,6 +45,9 @@ type Config struct {
 	LogFormat      string   `yaml:"log-format"`         // text | json
 	MemoryLimit    string   `yaml:"memory-limit"`       // auto | off | a size (memlimit.go)
 	LegacyWrites   string   `yaml:"legacy-writes"`      // sign | refuse: the single-box core's unsigned writes
+	Beacon         bool     `yaml:"beacon"`             // beacon v2 discovery for the meta services
+	LeaderFile     string   `yaml:"leader-file"`        // "" <data>/locks/kv-leader.info, off, or a path
+	WebDAVWrites   bool     `yaml:"webdav-writes"`      // WebDAV clients may write under the files root's plugin/
 }
 
 // DefaultListen are the swarm's listen addresses unless told otherwise
@@ -76,6 +79,7 @@ func DefaultConfig() Config {
 		LogFormat:      "text",
 		MemoryLimit:    "auto",
 		LegacyWrites:   "sign",
+		Beacon:         true,
 	}
 }
 
@@ -149,6 +153,27 @@ var settings = []setting{
 		}},
 	{name: "legacy-writes", env: []string{"METANODE_LEGACY_WRITES"}, usage: "unsigned writes to the single-box core's routes (PATCH /meta/{h}, …): sign (claims by the node's legacy writer key) or refuse (410)",
 		field: func(c *Config) any { return &c.LegacyWrites }, check: func(c *Config) string { return oneOf(c.LegacyWrites, "sign", "refuse") }},
+	{name: "beacon", env: []string{"METANODE_BEACON"}, usage: "advertise the API to the meta services by beacon v2 (UDP multicast 239.255.99.1:9099 on the local network) and list what it hears (GET /neighbors)",
+		field: func(c *Config) any { return &c.Beacon }},
+	{name: "leader-file", env: []string{"META_CORE_PATH", "METANODE_LEADER_FILE"}, usage: "file the API's URLs are written to for the meta services (META_CORE_PATH: <dir>/locks/kv-leader.info); off for none (default <data>/locks/kv-leader.info)",
+		field: func(c *Config) any { return &c.LeaderFile }},
+	{name: "webdav-writes", env: []string{"METANODE_WEBDAV_WRITES"}, usage: "let WebDAV clients (plugins) write under the files root's plugin/ at /webdav/plugin/; otherwise WebDAV is read-only",
+		field: func(c *Config) any { return &c.WebDAVWrites }},
+}
+
+// leaderFileOff is the leader-file value that writes none.
+const leaderFileOff = "off"
+
+// leaderFile is the leader file's path: the setting, else its default
+// under the data directory; "" when it is off.
+func (c *Config) leaderFile() string {
+	switch c.LeaderFile {
+	case leaderFileOff:
+		return ""
+	case "":
+		return filepath.Join(c.Data, "locks", "kv-leader.info")
+	}
+	return c.LeaderFile
 }
 
 func settingNamed(name string) *setting {
@@ -278,6 +303,9 @@ func LoadConfig(opt loadOptions) (Config, configLayers, error) {
 			if v == "" {
 				continue
 			}
+			if name == "META_CORE_PATH" { // upstream meaning: the directory holding locks/
+				v = filepath.Join(v, "locks", "kv-leader.info")
+			}
 			if name == "META_CORE_HTTP_PORT" { // upstream meaning: a port on loopback
 				if _, err := strconv.ParseUint(v, 10, 16); err != nil {
 					return c, layers, &ConfigError{Field: s.name, Value: v, Source: "environment " + name,
@@ -386,6 +414,12 @@ func (c *Config) applyProfile(layers *configLayers) error {
 	if !set["memory-limit"] {
 		c.MemoryLimit = "off" // it holds the swarm's claims: Go's defaults
 	}
+	if !set["beacon"] {
+		c.Beacon = false // no meta services beside a bootstrap node
+	}
+	if !set["leader-file"] {
+		c.LeaderFile = leaderFileOff
+	}
 	if c.Files != "" {
 		const why = "a bootstrap node runs no file watcher"
 		src, fromFile := layers.fileSrc["files"]
@@ -439,7 +473,7 @@ func expandHome(p string, getenv func(string) string) string {
 }
 
 func (c *Config) expandPaths(getenv func(string) string) {
-	for _, p := range []*string{&c.Data, &c.TruthDB, &c.CacheDB, &c.SwarmKey, &c.Files, &c.HTTPSocket} {
+	for _, p := range []*string{&c.Data, &c.TruthDB, &c.CacheDB, &c.SwarmKey, &c.Files, &c.HTTPSocket, &c.LeaderFile} {
 		*p = expandHome(*p, getenv)
 	}
 }
@@ -478,6 +512,9 @@ func (c *Config) NodeConfig() node.Config {
 		Relays:       c.Relays,
 
 		RefuseLegacyWrites: c.LegacyWrites == "refuse",
+		Beacon:             c.Beacon,
+		LeaderFile:         c.leaderFile(),
+		WebDAVWrites:       c.WebDAVWrites,
 	}
 }
 

@@ -472,6 +472,7 @@ func runImage(t *testing.T, im image, run dockerRun) {
 	env["METANODE_HTTP"] = "127.0.0.1:" + port
 	listen := loopbackListen(t, cfg.Listen)
 	env["METANODE_LISTEN"] = strings.Join(listen, ",")
+	env["METANODE_BEACON"] = "false" // no multicast from tests (the beacon's own run in a namespace)
 	apiURL := "http://127.0.0.1:" + port
 	health := []string{filepath.Join(root, im.health[0])}
 	for _, a := range im.health[1:] {

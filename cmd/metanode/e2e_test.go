@@ -61,7 +61,7 @@ func startServe(t *testing.T, data string, extra ...string) *server {
 func startNodeCmd(t *testing.T, data string, command []string, extra ...string) *server {
 	t.Helper()
 	args := append(append(command, "--data", data, "--http", "127.0.0.1:0",
-		"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-format", "json"), extra...)
+		"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon", "--log-format", "json"), extra...)
 	return startArgs(t, data, args, "HOME="+t.TempDir())
 }
 
@@ -346,7 +346,7 @@ func TestE2E_PairingSteps(t *testing.T) {
 
 	// A code pairs one home only: a third home is refused with a clear message.
 	c := filepath.Join(dir, "home-c")
-	out := binCLIAllowing(t, "join", code, "--data", c, "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns")
+	out := binCLIAllowing(t, "join", code, "--data", c, "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon")
 	if !strings.Contains(out, "pairing refused") || !strings.Contains(out, "new code") || !strings.Contains(out, "inviter "+stA.UID) {
 		t.Fatalf("a second join with one code: %s", out)
 	}
@@ -375,7 +375,7 @@ func TestE2E_PairingSteps(t *testing.T) {
 		t.Fatalf("the config join wrote (%v):\n%s", err, written)
 	}
 	srvB = startArgs(t, b, strings.Fields(hint[1])[1:], "HOME="+t.TempDir(),
-		"METANODE_LISTEN=/ip4/127.0.0.1/tcp/0", "METANODE_MDNS=false")
+		"METANODE_LISTEN=/ip4/127.0.0.1/tcp/0", "METANODE_MDNS=false", "METANODE_BEACON=false")
 	if want := "http://127.0.0.1:" + portB; srvB.url != want {
 		t.Fatalf("%q serves at %s, want %s as join did", hint[1], srvB.url, want)
 	}
@@ -462,14 +462,14 @@ func TestE2E_StartupErrors(t *testing.T) {
 	srv := startServe(t, filepath.Join(dir, "a"))
 	addr := strings.TrimPrefix(srv.url, "http://")
 	cmd = exec.Command(buildBinary(t), "serve", "--data", filepath.Join(dir, "b"), "--http", addr,
-		"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error")
+		"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon", "--log-level", "error")
 	cmd.Env = append(os.Environ(), "HOME="+dir)
 	out, err = cmd.CombinedOutput()
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "already in use by another program") {
 		t.Fatalf("serve on a taken port: %v\n%s", err, out)
 	}
 	cmd = exec.Command(buildBinary(t), "serve", "--data", filepath.Join(dir, "a"), "--http", "127.0.0.1:0",
-		"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error")
+		"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon", "--log-level", "error")
 	cmd.Env = append(os.Environ(), "HOME="+dir)
 	out, err = cmd.CombinedOutput()
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "stop that node first") {

@@ -188,7 +188,7 @@ func TestRun_JoinPrivateSwarm(t *testing.T) {
 	env := map[string]string{"HOME": dir}
 	joinArgs := func(data string) []string {
 		return []string{"join", inv.Code, "--data", data, "--http", "127.0.0.1:0",
-			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"}
+			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon", "--log-level", "error"}
 	}
 	// unchanged checks that a failed join left data's config as it was
 	// and wrote no swarm key.
@@ -289,7 +289,7 @@ func TestRun_JoinInterest(t *testing.T) {
 	}
 
 	_, stderr := joinUntilDone(t, ctx, env, []string{"join", inv.Code, "--data", filepath.Join(dir, "b"), "--replicate", "interest",
-		"--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"}, true)
+		"--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon", "--log-level", "error"}, true)
 	if out := stderr; !strings.Contains(out, "joining: done (replicate: interest") || strings.Contains(out, "the rest arrive") {
 		t.Fatalf("join progress of an interest node:\n%s", out)
 	}
@@ -379,7 +379,7 @@ func TestRun_JoinInterruptedBeforePairing(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- c.run(joinCtx, []string{"join", inv.Code, "--data", data, "--http", "127.0.0.1:0",
-			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"})
+			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon", "--log-level", "error"})
 	}()
 	waitFor(t, func() bool { return strings.Contains(errb.String(), "attempt 1 of") }, "a failed attempt to reach the inviter")
 	stop() // as SIGINT does

@@ -156,7 +156,7 @@ func TestRun_ConfigErrorNotFromFlags(t *testing.T) {
 // conflict names the variable or the line that set the value.
 func TestRun_ConfigFileErrors(t *testing.T) {
 	dir := t.TempDir()
-	flags := []string{"--data", filepath.Join(dir, "d"), "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"}
+	flags := []string{"--data", filepath.Join(dir, "d"), "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon"}
 	for i, tc := range []struct{ file, want string }{
 		{"http: [1,2]\n", `config http = "[1, 2]" (config file %s line 1): want a string`},
 		{"listen: {a: b}\n", "(config file %s line 1): want a list of strings"},
@@ -441,7 +441,7 @@ func TestRun_TruthDBInUse(t *testing.T) {
 	_, _, stop := serveInProcess(t, env, "--data", filepath.Join(dir, "a"), "--truth-db", truth)
 	second := func(args ...string) string {
 		t.Helper()
-		args = append([]string{"serve", "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"}, args...)
+		args = append([]string{"serve", "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon", "--log-level", "error"}, args...)
 		r := runCLI(t, env, nil, args...)
 		r.want(t, 1, args...)
 		return r.stderr
@@ -450,7 +450,7 @@ func TestRun_TruthDBInUse(t *testing.T) {
 		t.Fatalf("a second node on one truth database: %q", out)
 	}
 	envTruth := map[string]string{"HOME": dir, "META_CORE_DB_PATH": truth}
-	r := runCLI(t, envTruth, nil, "serve", "--data", filepath.Join(dir, "c"), "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error")
+	r := runCLI(t, envTruth, nil, "serve", "--data", filepath.Join(dir, "c"), "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon", "--log-level", "error")
 	r.want(t, 1, "serve with META_CORE_DB_PATH")
 	if !strings.Contains(r.stderr, "--truth-db (META_CORE_DB_PATH)") {
 		t.Fatalf("a second node on one truth database by META_CORE_DB_PATH: %q", r.stderr)
@@ -591,7 +591,7 @@ func serveInProcess(t *testing.T, env map[string]string, extra ...string) (url s
 	code := make(chan int, 1)
 	go func() {
 		code <- c.run(ctx, append([]string{"serve", "--http", "127.0.0.1:0",
-			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-format", "json"}, extra...))
+			"--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon", "--log-format", "json"}, extra...))
 	}()
 	stop = func() int {
 		cancel()
@@ -652,7 +652,7 @@ func TestRun_ServeAddressInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	args := []string{"serve", "--data", t.TempDir(), "--http", ln.Addr().String(), "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-level", "error"}
+	args := []string{"serve", "--data", t.TempDir(), "--http", ln.Addr().String(), "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon", "--log-level", "error"}
 	r := runCLI(t, map[string]string{"HOME": t.TempDir()}, nil, args...)
 	r.want(t, 1, args...)
 	want := "metanode serve: API address " + ln.Addr().String() + " is already in use by another program: stop it, or choose another address with the http setting " +
@@ -738,7 +738,7 @@ func TestRun_ServeMakesDatabaseDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{"HOME": dir, "META_CORE_DB_PATH": filepath.Join(blocker, "truth.db")}
-	args := []string{"serve", "--data", filepath.Join(dir, "data2"), "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"}
+	args := []string{"serve", "--data", filepath.Join(dir, "data2"), "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--no-beacon"}
 	r := runCLI(t, env, nil, args...)
 	r.want(t, 1, args...)
 	if !strings.Contains(r.stderr, "(environment META_CORE_DB_PATH): make its directory") {

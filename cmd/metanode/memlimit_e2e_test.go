@@ -28,7 +28,7 @@ func TestServe_MemoryLimit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := t.TempDir()
-			args := append([]string{"serve", "--data", data, "--http", "127.0.0.1:0", "--no-mdns", "--log-format", "json"}, tc.args...)
+			args := append([]string{"serve", "--data", data, "--http", "127.0.0.1:0", "--no-mdns", "--no-beacon", "--log-format", "json"}, tc.args...)
 			if !strings.Contains(strings.Join(tc.args, " "), "--listen") {
 				args = append(args, "--listen", "/ip4/127.0.0.1/tcp/0")
 			}

@@ -59,8 +59,13 @@ func configFlags(fs *flag.FlagSet, names ...string) (vals map[string][]string, c
 		}
 		usage += "; env " + strings.Join(s.env, ", ")
 		fs.Var(&collect{name: s.name, vals: vals, isBool: isBool}, s.name, usage)
-		if s.name == "mdns" {
+		switch s.name {
+		case "mdns":
 			fs.Var(&collect{name: "mdns", vals: vals, isBool: true, fixed: "false"}, "no-mdns", "no LAN discovery (same as --mdns=false)")
+		case "beacon":
+			fs.Var(&collect{name: "beacon", vals: vals, isBool: true, fixed: "false"}, "no-beacon", "no beacon v2 discovery (same as --beacon=false)")
+		case "leader-file":
+			fs.Var(&collect{name: "leader-file", vals: vals, isBool: true, fixed: "off"}, "no-leader-file", "write no leader file (same as --leader-file=off)")
 		}
 	}
 	return vals, configPath

@@ -178,12 +178,13 @@ func TestContainer_SystemdUnit(t *testing.T) {
 
 	// Our tests listen on loopback only and send no multicast: override
 	// the API address (and the client's METANODE_API with it, as the unit's
-	// comment says to), the swarm's addresses and mDNS.
+	// comment says to), the swarm's addresses, mDNS and the beacon.
 	port := freePort(t)
 	apiURL := "http://127.0.0.1:" + port
 	env["METANODE_HTTP"], env["METANODE_API"] = "127.0.0.1:"+port, apiURL
 	listen := loopbackListen(t, cfg.Listen)
 	env["METANODE_LISTEN"], env["METANODE_MDNS"] = strings.Join(listen, ","), "false"
+	env["METANODE_BEACON"] = "false"
 	dir := rooted(root, cmpOr(u.last("Service", "WorkingDirectory"), "/"))
 	start[0] = filepath.Join(root, start[0])
 

@@ -98,7 +98,8 @@ var allowed = []struct {
 	{"api/...", []string{"store/...", "api/..."}},
 	{"swarm/...", []string{"store/...", "swarm/..."}},
 	{"node/watcher/...", []string{"store/...", "node/watcher/..."}},
-	{"node", []string{"api", "swarm", "store", "node/watcher"}},
+	{"node/beacon/...", []string{"node/beacon/..."}},
+	{"node", []string{"api", "swarm", "store", "node/watcher", "node/beacon"}},
 	{"cmd/...", []string{"node", "api", "store", "swarm/swarmbench"}},
 	{"internal/...", []string{"internal/..."}},
 }
