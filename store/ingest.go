@@ -277,7 +277,7 @@ func (w *writer) ingest(b *batch, r *request) error {
 					}
 					r.recheck[i] = false
 				}
-				if err := w.newGroup(b, c.CID); err != nil {
+				if err := w.newGroup(b, c.CID, r.rids[c.CID]); err != nil {
 					return err
 				}
 			}
@@ -419,9 +419,13 @@ func (w *writer) pidFor(uid string) (int64, error) {
 	return pid, nil
 }
 
-// newGroup gives a cid with no group a record of its own.
-func (w *writer) newGroup(b *batch, cid string) error {
-	rid := NewRID()
+// newGroup gives a cid with no group a record of its own: under want
+// (SubmitOptions.RIDs) when that is a rid no group has, else a fresh one.
+func (w *writer) newGroup(b *batch, cid, want string) error {
+	rid := want
+	if !IsRID(rid) || len(w.s.groups.cidsOf(rid)) > 0 {
+		rid = NewRID()
+	}
 	if _, err := w.tSetGroup.exec(cid, rid); err != nil {
 		return err
 	}
@@ -500,7 +504,7 @@ func (w *writer) fileGroups(b *batch, r *request) error {
 		if _, ok := w.s.groups.ridOf(u.File.CID); ok {
 			continue
 		}
-		if err := w.newGroup(b, u.File.CID); err != nil {
+		if err := w.newGroup(b, u.File.CID, ""); err != nil {
 			return err
 		}
 		b.rebuild = true

@@ -24,6 +24,7 @@ func (s *Store) Submit(ctx context.Context, claims []Claim, opt SubmitOptions) (
 		claims:  claims,
 		ids:     make([]ID, n),
 		results: make([]Result, n),
+		rids:    opt.RIDs,
 	}
 	skip := make([]bool, n)
 	now := s.cfg.Now()

@@ -44,6 +44,12 @@ type SubmitOptions struct {
 	// Verified means the caller already verified every signature (the gossip
 	// validator does, in parallel); the store then skips verification.
 	Verified bool
+	// RIDs names the record id wanted for a cid that has no record yet
+	// (cid → rid): metanode import keeps the rids of the store it imports.
+	// A hint is taken only when it is a well-formed rid that no group has;
+	// otherwise the record gets a fresh rid as usual. It never moves a cid
+	// that already has a record, and never joins two groups: links do.
+	RIDs map[string]string
 }
 
 // Result is the outcome of one submitted claim, in submission order.

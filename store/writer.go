@@ -29,8 +29,9 @@ type request struct {
 	origin  Origin
 	claims  []Claim
 	ids     []ID
-	results []Result // prefilled for claims refused before queueing
-	recheck []bool   // verification skipped as "already stored": verify if it would be stored
+	results []Result          // prefilled for claims refused before queueing
+	recheck []bool            // verification skipped as "already stored": verify if it would be stored
+	rids    map[string]string // SubmitOptions.RIDs
 
 	// reqTrust
 	uid, note, state string
