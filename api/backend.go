@@ -40,6 +40,10 @@ type Node interface {
 	// SubmitClaims is a local write: auto-trust and vouch for new local
 	// signers (when enabled), store, then publish what was stored.
 	SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.Result, error)
+	// ImportClaims is SubmitClaims with the store's options (POST
+	// /api/claims with rids: new records take the rids named). The API
+	// sets only RIDs.
+	ImportClaims(ctx context.Context, claims []store.Claim, opt store.SubmitOptions) ([]store.Result, error)
 	// RemoteRecord answers GET /api/meta/{cid}?remote=1: the local record,
 	// or on a local miss a lookup through the swarm. store.ErrNotFound when
 	// no peer knows the cid within the timeout.

@@ -189,11 +189,41 @@ func rejected(id string, err error) ClaimResult {
 	return ClaimResult{ID: id, Status: store.Rejected.String(), Error: store.Slug(err), Message: err.Error()}
 }
 
+// claimsRequest is what a POST /api/claims body holds besides its claims.
+type claimsRequest struct {
+	// RIDs names, by cid, the rid a record new to the node is to take
+	// (store.SubmitOptions.RIDs): metanode import keeps the rids of the
+	// store it imports. At most MaxClaims entries.
+	RIDs map[string]string `json:"rids"`
+}
+
+// check refuses rids that could never be taken: a bad cid or rid is the
+// writer's mistake, not something to ignore quietly.
+func (q *claimsRequest) check() error {
+	if len(q.RIDs) > MaxClaims {
+		return badRequest("rids: %d entries, at most %d", len(q.RIDs), MaxClaims)
+	}
+	for cid, rid := range q.RIDs {
+		if err := store.CheckCID(cid); err != nil {
+			return badRequest("rids: %v", err)
+		}
+		if !store.IsRID(rid) {
+			return badRequest("rids: %q (for %s) is not a rid: 26 upper-case Crockford base32 characters, the first 0-7", rid, cid)
+		}
+	}
+	return nil
+}
+
 func (s *Server) handlePostClaims(w http.ResponseWriter, r *http.Request) error {
-	decoded, err := readClaims(w, r)
+	var req claimsRequest
+	raws, err := readClaimsBody(w, r, &req)
 	if err != nil {
 		return err
 	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	decoded := decodeClaims(raws)
 	claims := make([]store.Claim, 0, len(decoded))
 	for _, d := range decoded {
 		if d.err == nil {
@@ -202,7 +232,11 @@ func (s *Server) handlePostClaims(w http.ResponseWriter, r *http.Request) error 
 	}
 	var results []store.Result
 	if len(claims) > 0 {
-		results, err = s.cfg.Node.SubmitClaims(r.Context(), claims)
+		if len(req.RIDs) > 0 {
+			results, err = s.cfg.Node.ImportClaims(r.Context(), claims, store.SubmitOptions{RIDs: req.RIDs})
+		} else {
+			results, err = s.cfg.Node.SubmitClaims(r.Context(), claims)
+		}
 		if err != nil {
 			return fmt.Errorf("submit claims: %w", err)
 		}

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -271,5 +272,34 @@ func TestClient_PostClaimsSplitsBatches(t *testing.T) {
 		if res.Results[i].ID != claims[i].ID().String() || res.Results[i].Error != "bad_key" {
 			t.Fatalf("result %d: %+v", i, res.Results[i])
 		}
+	}
+}
+
+// TestPostClaims_RIDs: "rids" names the rid a record new to the node takes
+// (metanode import keeps the rids of the store it imports); a record the
+// node has keeps its own, and a malformed entry is the writer's mistake.
+func TestPostClaims_RIDs(t *testing.T) {
+	e := newEnv(t)
+	const legacy = "01J2VFBRD0FCY8TBJFB9NQS3CY"
+	c := e.text(cidA, "title", "Heat", e.ts(0))
+	res, err := e.c.PostClaimsRIDs(context.Background(), []store.Claim{c, e.text(cidB, "title", "Ronin", e.ts(0))},
+		map[string]string{cidA: legacy, cidB: legacy})
+	if err != nil || res.Accepted != 2 {
+		t.Fatalf("post: %+v %v", res, err)
+	}
+	var got struct{ HashID string }
+	e.get("/meta/"+cidA).decode(t, &got)
+	if got.HashID != legacy {
+		t.Fatalf("rid %s, want the one named %s", got.HashID, legacy)
+	}
+	e.get("/meta/"+cidB).decode(t, &got)
+	if got.HashID == legacy || !store.IsRID(got.HashID) {
+		t.Fatalf("cidB's rid %s: want a fresh one (the named rid is taken)", got.HashID)
+	}
+	for _, rids := range []map[string]any{
+		{cidC: "01j2vfbrd0fcy8tbjfb9nqs3cy"}, {cidC: 7}, {"not-a-cid": legacy},
+	} {
+		body := map[string]any{"claims": []any{claimMap(t, e.text(cidC, "title", "Alien", e.ts(0)))}, "rids": rids}
+		e.sendJSON(http.MethodPost, "/api/claims", body).wantError(t, http.StatusBadRequest, "schema_violation")
 	}
 }

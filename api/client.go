@@ -65,15 +65,33 @@ type MetaOptions struct {
 // the server's limits, and returns one result per claim in order. On an
 // error the answer holds the results of the requests that succeeded.
 func (c *Client) PostClaims(ctx context.Context, claims []store.Claim) (ClaimsResponse, error) {
+	return c.PostClaimsRIDs(ctx, claims, nil)
+}
+
+// PostClaimsRIDs is PostClaims naming, by cid, the rid a record new to the
+// node is to take (metanode import): each request carries the entries of
+// the cids its claims name.
+func (c *Client) PostClaimsRIDs(ctx context.Context, claims []store.Claim, rids map[string]string) (ClaimsResponse, error) {
 	out := ClaimsResponse{Results: make([]ClaimResult, 0, len(claims))}
 	const budget = MaxClaimsBody - 64<<10 // room for the envelope
 	var body bytes.Buffer
 	n := 0
+	var chunkRIDs map[string]string // the rids entries of the request being built
+	ridBytes := 0
 	flush := func() error {
 		if n == 0 {
 			return nil
 		}
-		body.WriteString("]}")
+		body.WriteByte(']')
+		if len(chunkRIDs) > 0 {
+			b, err := json.Marshal(chunkRIDs)
+			if err != nil {
+				return err
+			}
+			body.WriteString(`,"rids":`)
+			body.Write(b)
+		}
+		body.WriteByte('}')
 		var res ClaimsResponse
 		if err := c.do(ctx, http.MethodPost, "/api/claims", "application/json", &body, &res); err != nil {
 			return err
@@ -84,7 +102,7 @@ func (c *Client) PostClaims(ctx context.Context, claims []store.Claim) (ClaimsRe
 		out.Stale += res.Stale
 		out.Rejected += res.Rejected
 		body.Reset()
-		n = 0
+		n, chunkRIDs, ridBytes = 0, nil, 0
 		return nil
 	}
 	// No HTML escaping: "&" stays "&", the shorter form on the wire.
@@ -97,9 +115,17 @@ func (c *Client) PostClaims(ctx context.Context, claims []store.Claim) (ClaimsRe
 			return out, fmt.Errorf("post claims: encode claim %d: %w", i, err)
 		}
 		b := bytes.TrimSuffix(one.Bytes(), []byte("\n"))
-		if n == MaxClaims || (n > 0 && body.Len()+len(b)+3 > budget) {
+		rid, hinted := rids[claims[i].CID]
+		extra := 0
+		if _, have := chunkRIDs[claims[i].CID]; hinted && !have {
+			extra = len(claims[i].CID) + len(rid) + 6 // "cid":"rid",
+		}
+		if n == MaxClaims || (n > 0 && body.Len()+ridBytes+len(b)+extra+16 > budget) {
 			if err := flush(); err != nil {
 				return out, fmt.Errorf("post claims: %w", err)
+			}
+			if hinted {
+				extra = len(claims[i].CID) + len(rid) + 6
 			}
 		}
 		if n == 0 {
@@ -109,6 +135,13 @@ func (c *Client) PostClaims(ctx context.Context, claims []store.Claim) (ClaimsRe
 		}
 		body.Write(b)
 		n++
+		if extra > 0 {
+			if chunkRIDs == nil {
+				chunkRIDs = make(map[string]string)
+			}
+			chunkRIDs[claims[i].CID] = rid
+			ridBytes += extra
+		}
 	}
 	if len(claims) == 0 {
 		body.WriteString(`{"claims":[`)

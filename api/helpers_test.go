@@ -45,6 +45,10 @@ type testNode struct {
 var _ api.Node = (*testNode)(nil)
 
 func (n *testNode) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.Result, error) {
+	return n.ImportClaims(ctx, claims, store.SubmitOptions{})
+}
+
+func (n *testNode) ImportClaims(ctx context.Context, claims []store.Claim, opt store.SubmitOptions) ([]store.Result, error) {
 	if n.gate != nil {
 		n.entered <- struct{}{}
 		select {
@@ -53,7 +57,8 @@ func (n *testNode) SubmitClaims(ctx context.Context, claims []store.Claim) ([]st
 			return nil, ctx.Err()
 		}
 	}
-	return n.st.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginLocal})
+	opt.Origin = store.OriginLocal
+	return n.st.Submit(ctx, claims, opt)
 }
 
 func (n *testNode) RemoteRecord(ctx context.Context, cid, as string) (store.Record, error) {

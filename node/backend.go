@@ -26,11 +26,21 @@ var _ api.Node = (*Node)(nil)
 // home validates messages concurrently and would refuse claims that came
 // apart from, and were checked before, the vouch that admits them).
 func (n *Node) SubmitClaims(ctx context.Context, claims []store.Claim) ([]store.Result, error) {
+	return n.ImportClaims(ctx, claims, store.SubmitOptions{})
+}
+
+// ImportClaims is SubmitClaims with the store's options for claims brought
+// from another store (metanode import): opt.RIDs names the rids of records
+// new to this node, and opt.Verified says the caller signed or verified
+// every claim itself (an import into a stopped node signing with its import
+// key; the API never sets it). The origin is always local.
+func (n *Node) ImportClaims(ctx context.Context, claims []store.Claim, opt store.SubmitOptions) ([]store.Result, error) {
 	vouches, vres, err := n.trustLocalSigners(ctx, claims)
 	if err != nil {
 		return nil, err
 	}
-	res, err := n.store.Submit(ctx, claims, store.SubmitOptions{Origin: store.OriginLocal})
+	opt.Origin = store.OriginLocal
+	res, err := n.store.Submit(ctx, claims, opt)
 	if err != nil {
 		n.share(vouches, vres)
 		return nil, err
@@ -222,7 +232,7 @@ func (n *Node) share(claims []store.Claim, res []store.Result) {
 			cids[claims[i].CID] = true
 		}
 	}
-	if len(out) == 0 {
+	if len(out) == 0 || n.swarm == nil { // StoreOnly: peers get them by catch-up
 		return
 	}
 	n.swarm.Publish(out)
@@ -231,6 +241,14 @@ func (n *Node) share(claims []store.Claim, res []store.Result) {
 		list = append(list, c)
 	}
 	n.swarm.Provide(list...)
+}
+
+// resync asks the swarm to reconcile again after a trust change (a
+// StoreOnly node has no swarm: it reconciles when it next serves).
+func (n *Node) resync() {
+	if n.swarm != nil {
+		n.swarm.Resync()
+	}
 }
 
 func (n *Node) nowMS() uint64 { return uint64(n.cfg.Now().UnixMilli()) }
@@ -338,7 +356,7 @@ func (n *Node) Trust(ctx context.Context, uid string) error {
 	if err := n.revouch(ctx, uid); err != nil && !n.waitsForClock(uid, err) {
 		return err
 	}
-	n.swarm.Resync()
+	n.resync()
 	return nil
 }
 
@@ -417,7 +435,7 @@ func (n *Node) Distrust(ctx context.Context, uid string) error {
 			return fmt.Errorf("withdraw vouch: %w", err)
 		}
 	}
-	n.swarm.Resync()
+	n.resync()
 	return nil
 }
 

@@ -94,6 +94,12 @@ type Config struct {
 	SyncInterval  time.Duration // periodic reconciliation; default the swarm's
 	LookupTimeout time.Duration // remote lookups; default the swarm's
 
+	// StoreOnly opens the identity and the store alone: no swarm, watcher
+	// or API, and no goroutine of the node's own (metanode import into a
+	// stopped node's data directory). What it stores is shared when the
+	// node next serves (catch-up sends it to peers).
+	StoreOnly bool
+
 	Logger *slog.Logger // default slog.Default()
 	Now    func() time.Time
 }

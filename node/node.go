@@ -152,12 +152,18 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	// Each component names itself in its errors ("open swarm: …"). The
 	// trust list is checked against the node's own vouches once the swarm
 	// can publish a fix, before the API serves.
-	for _, open := range []func(context.Context) error{n.openStore, n.openSwarm, n.openTrustCheck, n.openWatcher, n.openAPI, n.openBeacon, n.openLeaderFile} {
+	opens := []func(context.Context) error{n.openStore, n.openSwarm, n.openTrustCheck, n.openWatcher, n.openAPI, n.openBeacon, n.openLeaderFile}
+	if n.cfg.StoreOnly {
+		opens = opens[:1]
+	}
+	for _, open := range opens {
 		if err := open(ctx); err != nil {
 			return err
 		}
 	}
-	n.wg.Go(n.watchTrust)
+	if !n.cfg.StoreOnly {
+		n.wg.Go(n.watchTrust)
+	}
 	close(n.ready)
 	n.log.Info("node open", "uid", n.identity.UID(), "peer", n.PeerID(), "api", n.APIURL())
 	return nil
