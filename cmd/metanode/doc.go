@@ -6,6 +6,7 @@
 //	metanode get | status | peers | trust …   ask a node over its HTTP API
 //	metanode health | version       is a node serving; this binary's version
 //	metanode invite | join CODE     pair two homes in one step
+//	metanode import --from-redis URL | --from-sqlite FILE   move a home's metadata in
 //	metanode bench verify | swarm   measure this machine or a loopback swarm
 //
 // The command contract (commands, flags, exit statuses 0/1/2) is cli.md;

@@ -479,7 +479,7 @@ func TestE2E_StartupErrors(t *testing.T) {
 }
 
 // freePort is a free TCP port on loopback (closed again for the node).
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

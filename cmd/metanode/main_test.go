@@ -79,7 +79,7 @@ func TestRun_HelpAndUsage(t *testing.T) {
 		{"claim", "--help"}, {"claim", "sign", "--help"}, {"claim", "put", "--help"},
 		{"get", "--help"}, {"status", "--help"}, {"peers", "--help"}, {"trust", "--help"}, {"health", "--help"},
 		{"invite", "--help"}, {"join", "--help"}, {"bench", "--help"}, {"bench", "verify", "--help"},
-		{"bench", "swarm", "--help"}, {"version", "--help"},
+		{"bench", "swarm", "--help"}, {"version", "--help"}, {"import", "--help"},
 	}
 	for _, args := range helps {
 		r := runCLI(t, env, nil, args...)
@@ -112,6 +112,8 @@ func TestRun_HelpAndUsage(t *testing.T) {
 		// A bad value of a setting given as a flag is a usage error too.
 		{"serve", "--trust", "bogus"}, {"serve", "--max-conns", "x"}, {"serve", "--http", "nine"},
 		{"serve", "--profile", "bootstrap", "--files", "/srv"}, {"init", "--data", ""}, {"id", "--listen", "tcp://x"},
+		{"import"}, {"import", "--from-redis", "redis://x", "--from-sqlite", "f"}, {"import", "--from-sqlite", "f", "--layout", "hash"},
+		{"import", "--from-redis", "ftp://x"}, {"import", "--from-redis", "redis://x", "--batch", "0"},
 	}
 	for _, args := range usage {
 		r := runCLI(t, env, nil, args...)
