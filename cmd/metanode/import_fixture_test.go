@@ -320,14 +320,23 @@ func writeKV(t testing.TB, path string, lib []*fixRec, extra map[string]any) {
 	rows["btmagnet:abc"] = "magnet:?xt=urn:btih:abc"
 	rows["udl:rec:zUser/bafkreiaaa/like"] = "x"
 	maps.Copy(rows, extra)
-	// Rows go in in key order, as the old core's records arrived
-	// (time-ordered rids): a file cut short loses its last rows.
+	writeKVRows(t, path, rows, true)
+}
+
+// writeKVRows writes a kv table. sorted: rows go in in key order, as the
+// old core's records arrived (time-ordered rids), else in map order.
+func writeKVRows(t testing.TB, path string, rows map[string]any, sorted bool) {
+	t.Helper()
+	keys := slices.Collect(maps.Keys(rows))
+	if sorted {
+		slices.Sort(keys)
+	}
 	sqliteFile(t, path, []string{"CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID"}, func(db *sql.DB) error {
 		tx, err := db.Begin()
 		if err != nil {
 			return err
 		}
-		for _, k := range slices.Sorted(maps.Keys(rows)) {
+		for _, k := range keys {
 			if _, err := tx.Exec("INSERT INTO kv(k, v) VALUES(?, ?)", k, rows[k]); err != nil {
 				tx.Rollback()
 				return err

@@ -33,6 +33,7 @@ type sqliteSource struct {
 	owned   map[string][]string // rid → the cids the kv table's cid: index names it by
 	units   atomic.Int64        // source units in all, counted by the first pass
 	damaged bool                // the file's damage is in the report
+	tmp     string              // the directory of a salvaged copy (salvageIfCut)
 }
 
 func openSQLiteSource(ctx context.Context, path, force string, rep *importReport) (*sqliteSource, error) {
@@ -45,6 +46,24 @@ func openSQLiteSource(ctx context.Context, path, force string, rep *importReport
 	} else if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("--from-sqlite %s: not a file", abs)
 	}
+	db, err := openReadOnly(abs)
+	if err != nil {
+		return nil, err
+	}
+	s := &sqliteSource{db: db, path: abs, rep: rep, m: mapper{rep: rep}, aliases: newAliasIndex()}
+	if s.lay, err = s.detect(ctx, force); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.salvageIfCut(ctx); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openReadOnly opens a database file that is never written.
+func openReadOnly(path string) (*sql.DB, error) {
 	q := url.Values{}
 	q.Set("mode", "ro")
 	q.Add("_pragma", "busy_timeout(5000)")
@@ -53,23 +72,50 @@ func openSQLiteSource(ctx context.Context, path, force string, rep *importReport
 	// malformed unless the schema is "writable": then it reads what is
 	// there. mode=ro and query_only keep the file unchanged.
 	q.Add("_pragma", "writable_schema(1)")
-	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String())
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
 	if err != nil {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
-	s := &sqliteSource{db: db, path: abs, rep: rep, m: mapper{rep: rep}, aliases: newAliasIndex()}
-	if s.lay, err = s.detect(ctx, force); err != nil {
-		db.Close()
-		return nil, err
+	return db, nil
+}
+
+// salvageIfCut reads a file cut short from its pages (import_salvage.go)
+// and imports the copy of the rows they still hold.
+func (s *sqliteSource) salvageIfCut(ctx context.Context) error {
+	h, err := readSQLiteHeader(s.path)
+	if err != nil || !h.cutShort {
+		return nil // the header was read once already; other damage is read around
 	}
-	return s, nil
+	if !h.utf8 {
+		return fmt.Errorf("--from-sqlite %s: cut short, and not UTF-8: restore it from a backup", s.path)
+	}
+	copyPath, rows, err := salvage(ctx, s.path, s.lay, kvWithoutRowid(ctx, s.db), h)
+	if err != nil {
+		return err
+	}
+	db, err := openReadOnly(copyPath)
+	if err != nil {
+		os.RemoveAll(filepath.Dir(copyPath))
+		return err
+	}
+	s.db.Close()
+	s.db, s.tmp = db, filepath.Dir(copyPath)
+	s.damage(fmt.Sprintf("%s: cut short: it holds %d of the %d pages its header counts; %d rows were read from the pages that remain, the rows of the lost pages are not imported",
+		s.path, h.filePages, h.pages, rows))
+	return nil
 }
 
 func (s *sqliteSource) name() string   { return s.path }
 func (s *sqliteSource) layout() string { return s.lay }
 func (s *sqliteSource) total() int64   { return s.units.Load() }
-func (s *sqliteSource) close() error   { return s.db.Close() }
+func (s *sqliteSource) close() error {
+	err := s.db.Close()
+	if s.tmp != "" {
+		os.RemoveAll(s.tmp)
+	}
+	return err
+}
 
 func (s *sqliteSource) unit() string {
 	if s.lay == layoutKV {
