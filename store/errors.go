@@ -29,6 +29,14 @@ var (
 	ErrDamaged     = errors.New("damaged database file")
 )
 
+// Search refusals (docs/http.md "Search").
+var (
+	ErrQueryTooLong    = errors.New("search query too long")
+	ErrFiltersTooLarge = errors.New("search filters too large")
+	ErrBusy            = errors.New("too many searches at once")
+	ErrSearchTimeout   = errors.New("search took too long")
+)
+
 // slugs maps each rejection sentinel to the error slug of the HTTP contract.
 var slugs = []struct {
 	err  error
@@ -50,6 +58,10 @@ var slugs = []struct {
 	{ErrNotFound, "unknown_cid"},
 	{ErrUnavailable, "storage_unavailable"},
 	{ErrClosed, "storage_unavailable"},
+	{ErrQueryTooLong, "query_too_long"},
+	{ErrFiltersTooLarge, "filters_too_large"},
+	{ErrBusy, "busy"},
+	{ErrSearchTimeout, "search_timeout"},
 }
 
 // Slug returns the contract's error slug for err ("internal" when err is not

@@ -15,6 +15,10 @@ type metrics struct {
 	remerge prometheus.Gauge
 
 	truthCommits *prometheus.CounterVec
+
+	searches      *prometheus.GaugeVec   // running, waiting
+	searchRefused *prometheus.CounterVec // too_large, busy, timeout
+	searchRows    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,9 +55,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "metanode_store_truth_commits_total",
 			Help: "Truth transactions, by sync mode: full (fsync; local writes, trust, files) or normal (claims from peers only).",
 		}, []string{"sync"}),
+		searches: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "metanode_store_searches", Help: "Searches holding a slot (running) or waiting for one (waiting).",
+		}, []string{"state"}),
+		searchRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metanode_store_search_refused_total",
+			Help: "Searches refused, by reason: too_large (past a limit), busy (no slot), timeout (budget spent).",
+		}, []string{"reason"}),
+		searchRows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "metanode_store_search_rows_total", Help: "Rows searches read from the cache.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.claims, m.queue, m.commit, m.batch, m.events, m.subs, m.behind, m.remerge, m.truthCommits)
+		reg.MustRegister(m.claims, m.queue, m.commit, m.batch, m.events, m.subs, m.behind, m.remerge, m.truthCommits,
+			m.searches, m.searchRefused, m.searchRows)
 	}
 	return m
 }

@@ -43,6 +43,8 @@ type Config struct {
 	OwnUID string    // this node's uid: always trusted, cannot be distrusted
 
 	Now func() time.Time // clock; default time.Now
+
+	Search SearchConfig // what searches may take of the node
 }
 
 // Store is the claims engine. New does no I/O; Open opens both databases,
@@ -62,6 +64,7 @@ type Store struct {
 	truthW, cacheW *sql.DB // one connection each, owned by the writer
 	truthR, cacheR *sql.DB // read pools
 	rd             readStmts
+	sp             searchPool // searches' own connections and their admission
 	reqs           chan *request
 	writerDone     chan struct{}
 	truthID        string
@@ -128,6 +131,7 @@ func New(cfg Config) *Store {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.Search.defaults()
 	s := &Store{
 		cfg:        cfg,
 		log:        cfg.Logger.With("component", "store"),
@@ -140,6 +144,7 @@ func New(cfg Config) *Store {
 		peerCIDs:   map[string]string{},
 	}
 	s.met = newMetrics(cfg.Registerer)
+	s.sp = searchPool{admit: newAdmission(cfg.Search, s.met.searches), each: searchEach}
 	s.hub = newHub(s)
 	return s
 }
@@ -240,6 +245,10 @@ func (s *Store) open(ctx context.Context) (err error) {
 		return fmt.Errorf("open cache: %w", err)
 	}
 	closers = append(closers, s.cacheR.Close)
+	if s.sp.db, err = openDB(cachePath, readPool, s.cfg.Search.Slots); err != nil {
+		return fmt.Errorf("open cache: %w", err)
+	}
+	closers = append(closers, s.sp.db.Close)
 	if err := s.prepareReads(ctx); err != nil {
 		return fmt.Errorf("open store: %w", damagedAtStart(ctx, truthPath, cachePath, err))
 	}
@@ -345,7 +354,7 @@ func (s *Store) Close() error {
 	s.hub.close() // no subscription starts a pump after this
 	s.wg.Wait()
 	var errs []error
-	for _, db := range []*sql.DB{s.cacheR, s.truthR, s.cacheW, s.truthW} {
+	for _, db := range []*sql.DB{s.sp.db, s.cacheR, s.truthR, s.cacheW, s.truthW} {
 		if err := db.Close(); err != nil {
 			errs = append(errs, err)
 		}

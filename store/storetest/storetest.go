@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/store/refdata"
@@ -131,3 +132,46 @@ func Fixture(tb testing.TB, n int) *Dataset {
 	tb.Helper()
 	return refdata.Fixture(tb, n)
 }
+
+// HeldSearches holds every search of a store in its slot (through
+// store.SetSearchGate) until Release: what a test needs to keep searches
+// in flight, deterministically.
+type HeldSearches struct {
+	in      chan error
+	release chan struct{}
+	once    sync.Once
+}
+
+// HoldSearches makes every search of s, once admitted, wait for Release
+// or for its context to end (it then fails with the context's error).
+func HoldSearches(s *store.Store) *HeldSearches {
+	h := &HeldSearches{in: make(chan error, 64), release: make(chan struct{})}
+	store.SetSearchGate(s, func(ctx context.Context) error {
+		h.in <- nil
+		select {
+		case <-h.release:
+			return nil
+		case <-ctx.Done():
+			h.in <- ctx.Err()
+			return ctx.Err()
+		}
+	})
+	return h
+}
+
+// Wait returns what the next held search told: nil when it entered its
+// slot, its context's error when that ended while it was held. It fails
+// the test after 10 s.
+func (h *HeldSearches) Wait(tb testing.TB) error {
+	tb.Helper()
+	select {
+	case err := <-h.in:
+		return err
+	case <-time.After(10 * time.Second):
+		tb.Fatal("no held search spoke for 10 s")
+		return nil
+	}
+}
+
+// Release lets every held search (and every later one) go on.
+func (h *HeldSearches) Release() { h.once.Do(func() { close(h.release) }) }
