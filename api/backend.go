@@ -20,7 +20,7 @@ type Store interface {
 	Merge(ctx context.Context, claims []store.Claim, as string) (store.MergeResult, error)
 	RIDs(ctx context.Context) ([]string, error)
 	List(ctx context.Context, offset, limit int) ([]store.ListItem, int, error)
-	Search(ctx context.Context, q store.SearchQuery) ([]store.SearchHit, int, error)
+	SearchEach(ctx context.Context, q store.SearchQuery, fn func(rid string, fields []store.Field) error) (int, error)
 	Schema(ctx context.Context) (map[string]store.SchemaField, error)
 	Stats(ctx context.Context) (store.Stats, error)
 	LocalFileForCID(ctx context.Context, cid string) (store.LocalFile, error)

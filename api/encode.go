@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/metanode/metanode/store"
 )
 
 // Hand-written encoders for the hottest answers (GET /api/meta/{cid},
@@ -132,6 +134,24 @@ func (r *RecordResponse) appendJSON(b []byte) []byte {
 		b = appendStringMap(b, r.Metadata)
 	}
 	return append(b, '}', '\n')
+}
+
+// appendSearchHit appends one result of POST /api/metadata/search as
+// encoding/json writes a SearchHit: fields come in key order, the order
+// of its map's sorted keys.
+func appendSearchHit(b []byte, rid string, fields []store.Field) []byte {
+	b = append(b, `{"hashId":`...)
+	b = appendString(b, rid)
+	b = append(b, `,"metadata":{`...)
+	for i, f := range fields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, f.Key)
+		b = append(b, ':')
+		b = appendString(b, f.Value)
+	}
+	return append(b, '}', '}')
 }
 
 var jsonType = []string{"application/json"}

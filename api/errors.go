@@ -151,6 +151,8 @@ func errorFor(err error) *Error {
 		if !errors.Is(err, store.ErrNotFound) {
 			out.Slug = SlugUnknownRoot
 		}
+	case searchRefusal(err):
+		out.Status, out.Slug, out.Retryable = http.StatusServiceUnavailable, slug, true
 	case errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrUnavailable),
 		errors.Is(err, ErrClosed), errors.Is(err, context.Canceled),
 		errors.Is(err, context.DeadlineExceeded):
@@ -163,6 +165,12 @@ func errorFor(err error) *Error {
 		out.Status, out.Slug, out.Retryable = http.StatusInternalServerError, SlugInternal, true
 	}
 	return out
+}
+
+// searchRefusal reports a search refused for the node's load (a 503 that
+// says nothing about storage).
+func searchRefusal(err error) bool {
+	return errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrSearchTimeout)
 }
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }

@@ -284,15 +284,26 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {
 	if req.Property != "" && req.PropertyValue != "" {
 		q.Filters = append(q.Filters, store.SearchFilter{Property: req.Property, Values: []string{req.PropertyValue}})
 	}
-	hits, total, err := s.cfg.Store.Search(r.Context(), q)
+	// The answer is encoded while the search holds its slot (its work
+	// counts in the search's budget) and written after.
+	b := append(make([]byte, 0, 4096), `{"results":[`...)
+	count := 0
+	total, err := s.cfg.Store.SearchEach(r.Context(), q, func(rid string, fields []store.Field) error {
+		if count > 0 {
+			b = append(b, ',')
+		}
+		count++
+		b = appendSearchHit(b, rid, fields)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	out := SearchResponse{Results: make([]SearchHit, len(hits)), Count: len(hits), Total: total}
-	for i, h := range hits {
-		out.Results[i] = SearchHit{HashID: h.RID, Metadata: nonNilMap(h.Fields)}
-	}
-	return writeJSON(w, http.StatusOK, out)
+	b = append(b, `],"count":`...)
+	b = strconv.AppendInt(b, int64(count), 10)
+	b = append(b, `,"total":`...)
+	b = strconv.AppendInt(b, int64(total), 10)
+	return writeRaw(w, append(b, '}', '\n'))
 }
 
 func (s *Server) handleSchema(w http.ResponseWriter, r *http.Request) error {

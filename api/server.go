@@ -478,6 +478,8 @@ func (s *Server) writeError(sw *statusWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, context.Canceled): // the client went away, or shutdown
 		s.log.Debug("request cancelled", "method", r.Method, "path", r.URL.Path, "err", err)
+	case searchRefusal(err): // counted in the store's metrics
+		s.log.Debug("search refused", "method", r.Method, "path", r.URL.Path, "err", err)
 	case e.Slug == SlugBusy:
 		s.log.Debug("request refused: body budget", "method", r.Method, "path", r.URL.Path)
 	case e.Status == http.StatusServiceUnavailable:
