@@ -167,9 +167,9 @@ func BenchmarkAPI_SearchUnderAttack(b *testing.B) {
 		})
 	}
 	time.Sleep(200 * time.Millisecond) // every attacker has a request in flight
-	c0, t0, sched0 := cpuTime(), time.Now(), schedLatencies()
+	c0, t0, sched0, gc0 := cpuTime(), time.Now(), schedLatencies(), gcCPU()
 	attacked := readPhase()
-	cpu, took, sched := cpuTime()-c0, time.Since(t0), schedLatencies().sub(sched0)
+	cpu, took, sched, gc := cpuTime()-c0, time.Since(t0), schedLatencies().sub(sched0), gcCPU().sub(gc0)
 	hwm := procStatusBytes("VmHWM")
 	stop()
 	wg.Wait()
@@ -185,7 +185,8 @@ func BenchmarkAPI_SearchUnderAttack(b *testing.B) {
 	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
 	b.ReportMetric(float64(hwm)/(1<<20), "peak-RSS-MB")
-	b.Logf("goroutines runnable before running, during the attack: p50 %s p99 %s p99.9 %s", sched.quantile(0.5), sched.quantile(0.99), sched.quantile(0.999))
+	b.Logf("during the attack: goroutines runnable before running p50 %s p99 %s p99.9 %s; GC %d cycles, %.0f%% of the process's CPU; load average %s",
+		sched.quantile(0.5), sched.quantile(0.99), sched.quantile(0.999), gc.cycles, 100*gc.gc/gc.total, loadAvg())
 	b.Logf("%d records; reads alone p50 %s p99 %s; under 8 hostile searches p50 %s p99 %s max %s (%d reads in %s, process CPU %s); "+
 		"searches answered %s; peak RSS during the attack %d MB; Go memory limit %s",
 		len(d.CIDs), qp50, qp99, p50, p99, worst, len(attacked), took.Round(time.Millisecond), cpu.Round(time.Millisecond),
@@ -226,6 +227,31 @@ func (h schedHist) quantile(q float64) time.Duration {
 		}
 	}
 	return 0
+}
+
+// gcStat is the GC's share of the CPU so far (runtime/metrics).
+type gcStat struct {
+	cycles    uint64
+	gc, total float64 // CPU seconds
+}
+
+func gcCPU() gcStat {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}}
+	metrics.Read(s)
+	return gcStat{cycles: s[0].Value.Uint64(), gc: s[1].Value.Float64(), total: s[2].Value.Float64()}
+}
+
+func (g gcStat) sub(o gcStat) gcStat {
+	return gcStat{cycles: g.cycles - o.cycles, gc: g.gc - o.gc, total: g.total - o.total}
+}
+
+// loadAvg is the machine's load average over 1, 5 and 15 minutes.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 // memLimit is the Go runtime's soft memory limit as GOMEMLIMIT shows it.
