@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -370,5 +372,54 @@ func TestE2E_BodyBudget(t *testing.T) {
 			}
 		}
 	}
+	srv.stop(t)
+}
+
+// The client commands send the token in the data directory to the node
+// that directory's config names, so a node listening only on a LAN
+// address (where even its own machine is not loopback) is still theirs;
+// an --api they are pointed at elsewhere gets no token unless
+// METANODE_API_TOKEN gives one.
+func TestE2E_CLISendsToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Setenv(binaryEnv, buildBinary(t))
+	if !netnstest.Enter(t, "ip addr add "+exForeign+"/32 dev lo") {
+		return
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort(exForeign, freePort(t))
+	if err := os.WriteFile(filepath.Join(data, node.ConfigFile), []byte("http: "+addr+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startArgs(t, data, []string{"serve", "--data", data, "--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns", "--log-format", "json"}, "HOME="+t.TempDir())
+	cli := func(want int, env []string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(buildBinary(t), args...)
+		cmd.Env = append(os.Environ(), append([]string{"HOME=" + t.TempDir()}, env...)...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		if code != want {
+			t.Errorf("metanode %s: exit %d, want %d: %s", strings.Join(args, " "), code, want, out)
+		}
+		return string(out)
+	}
+	cli(0, nil, "status", "--data", data) // the config's address, the data directory's token
+	out := cli(1, nil, "status", "--data", data, "--api", "http://"+addr)
+	if !strings.Contains(out, "unauthorized") {
+		t.Errorf("an explicit --api got a token: %s", out)
+	}
+	tok, err := os.ReadFile(filepath.Join(data, node.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli(0, []string{"METANODE_API_TOKEN=" + strings.TrimSpace(string(tok))}, "status", "--api", "http://"+addr)
 	srv.stop(t)
 }
