@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,19 +61,25 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// runPage opens page in headless Chromium and returns what attack(api)
-// reported.
-func runPage(t *testing.T, browser, page, apiURL, claims string) map[string]string {
+// newTab starts headless Chromium (a fresh profile) and returns a tab's
+// context; the browser ends with the test.
+func newTab(t *testing.T, browser string) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
 	actx, stop := chromedp.NewExecAllocator(ctx, opts...)
-	defer stop()
 	bctx, closeTab := chromedp.NewContext(actx)
-	defer closeTab()
+	t.Cleanup(func() { closeTab(); stop(); cancel() })
+	return bctx
+}
+
+// runPage opens page in headless Chromium and returns what attack(api)
+// reported.
+func runPage(t *testing.T, browser, page, apiURL, claims string) map[string]string {
+	t.Helper()
+	bctx := newTab(t, browser)
 	args, _ := json.Marshal([]string{apiURL, claims})
 	if err := chromedp.Do(bctx, chromedp.Navigate(page)); err != nil {
 		t.Fatalf("chromium: %v", err)
@@ -86,6 +93,40 @@ func runPage(t *testing.T, browser, page, apiURL, claims string) map[string]stri
 		t.Fatalf("the page reported %q: %v", out, err)
 	}
 	return res
+}
+
+// A library file is served from the node's own origin: an HTML file in
+// the files root, opened in the browser, would be the node's own page and
+// could fetch the token. Every answer is CSP sandboxed: its script never
+// runs, and the kv is untouched.
+func TestBrowser_LibraryFileIsNoPage(t *testing.T) {
+	browser := chromium(t)
+	e := newEnv(t, withAPI(withToken))
+	e.sendJSON("PUT", "/api/kv/value", map[string]any{"key": "sorter:cursor", "value": "kept"})
+	writeFile(t, filepath.Join(e.root, "plugin/evil.html"), `<!doctype html><title>static</title><script>
+document.title = "ran";
+fetch("/api/token").then(r => r.json()).then(j => fetch("/api/kv/value", {method: "PUT",
+  headers: {"Content-Type": "application/json", "Authorization": "Bearer " + j.token},
+  body: '{"key":"sorter:cursor","value":"PWNED"}'})).then(r => { document.title = "wrote " + r.status; });
+</script>`)
+	r, err := e.c.RegisterFile(t.Context(), "plugin/evil.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx := newTab(t, browser)
+	if err := chromedp.Do(bctx, chromedp.Navigate(e.url+"/file/"+r.CID)); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	title, err := chromedp.Run(bctx, chromedp.Evaluate[string]("document.title"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if title != "static" {
+		t.Errorf("the library file's script ran: title %q", title)
+	}
+	if a := e.get("/api/kv/value?key=sorter:cursor"); !strings.Contains(string(a.body), `"kept"`) {
+		t.Errorf("the kv after opening the file: %s", a.body)
+	}
 }
 
 // A page on another site, opened in a real browser on the node's own
