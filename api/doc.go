@@ -3,6 +3,11 @@
 // scratch keys, swarm and trust endpoints, and Prometheus metrics; and
 // api.Client, which every CLI command uses to talk to a node.
 //
+// Who may use it is decided before routing, in one place: access.go (local
+// callers: loopback, the Unix socket, declared networks, the API token),
+// guard.go (what a browser may do) and budget.go (request bodies in
+// flight); docs/http.md says the rules.
+//
 // It talks to the rest of the node only through the Store and Node
 // interfaces declared here; it imports store for types only and never the
 // swarm or the node.
