@@ -93,27 +93,66 @@ func (w *Watcher) absOf(rel string) string {
 // lstat stats rel without following a symlink anywhere: every directory on
 // the way must be a real directory (errLinked otherwise). os.Root already
 // refuses to leave the root; this also refuses links that stay inside, so a
-// file is only ever known under its real path.
+// file is only ever known under its real path. The directories are opened
+// one name at a time, each from the one before (openDir): the cost grows
+// with the depth, not with its square (a multi-name os.Root call walks
+// every name again).
 func (w *Watcher) lstat(rel string) (fs.FileInfo, error) {
+	d, name, err := w.openParent(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Lstat(name)
+}
+
+// openParent opens the directory holding rel (see openDir) and returns it
+// with rel's last name ("." for the root itself). The caller closes it.
+func (w *Watcher) openParent(rel string) (*os.Root, string, error) {
+	if rel == "." {
+		d, err := w.openDir(".")
+		return d, ".", err
+	}
+	dir, name := path.Split(rel)
+	d, err := w.openDir(strings.TrimSuffix(dir, "/"))
+	return d, name, err
+}
+
+// openDir opens the directory rel below the root ("" or ".": the root
+// itself) with a handle of its own, which the caller closes, refusing any
+// name on the way that is not a real directory (errLinked).
+func (w *Watcher) openDir(rel string) (*os.Root, error) {
 	root, err := w.openRoot()
 	if err != nil {
 		return nil, err
 	}
-	if rel == "." {
-		return root.Lstat(".")
+	cur, err := root.OpenRoot(".")
+	if err != nil || rel == "" || rel == "." {
+		return cur, err
 	}
-	parts := strings.Split(rel, "/")
-	for i := 1; i < len(parts); i++ {
-		dir := filepath.FromSlash(strings.Join(parts[:i], "/"))
-		fi, err := root.Lstat(dir)
+	for name := range strings.SplitSeq(rel, "/") {
+		next, err := w.openChild(cur, name)
+		cur.Close()
 		if err != nil {
 			return nil, err
 		}
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("%s: %w", rel, errLinked)
-		}
+		cur = next
 	}
-	return root.Lstat(filepath.FromSlash(rel))
+	return cur, nil
+}
+
+// openChild opens the directory name in d, refusing a symlink or a file
+// (errLinked).
+func (w *Watcher) openChild(d *os.Root, name string) (*os.Root, error) {
+	w.dirOpens.Add(1)
+	fi, err := d.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s: %w", name, errLinked)
+	}
+	return d.OpenRoot(name)
 }
 
 // gone reports whether an lstat error means the file is no longer there.
@@ -124,7 +163,12 @@ func gone(err error) bool {
 // hashFile computes the midhash256 of the regular file at rel. Size and
 // mtime come from the open file, so they describe what was hashed.
 func (w *Watcher) hashFile(rel string) (hashedFile, error) {
-	fi, err := w.lstat(rel)
+	d, name, err := w.openParent(rel)
+	if err != nil {
+		return hashedFile{}, err
+	}
+	defer d.Close()
+	fi, err := d.Lstat(name)
 	if err != nil {
 		return hashedFile{}, err
 	}
@@ -134,11 +178,7 @@ func (w *Watcher) hashFile(rel string) (hashedFile, error) {
 	// Non-blocking: a named pipe swapped in after the lstat would
 	// otherwise hold this worker (and Close) until a writer came; the
 	// SameFile check below refuses it. Regular files read the same.
-	root, err := w.openRoot()
-	if err != nil {
-		return hashedFile{}, err
-	}
-	f, err := root.OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := d.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return hashedFile{}, err
 	}
@@ -227,11 +267,14 @@ func (w *Watcher) addWatch(rel string) {
 // a scan finds when their events were lost, and reports how many it
 // dropped. A directory moved inside the root keeps its kernel watch under
 // the old name until then, so its new name is only watched properly by the
-// next scan.
-func (w *Watcher) pruneWatches() int {
+// next scan. Directories the scan's walk just listed (seen) are there.
+func (w *Watcher) pruneWatches(seen map[string]struct{}) int {
 	w.watch.mu.Lock()
 	var stale []string
 	for d := range w.watch.dirs {
+		if _, ok := seen[d]; ok {
+			continue
+		}
 		if fi, err := w.lstat(d); err != nil && gone(err) || err == nil && !fi.IsDir() {
 			stale = append(stale, d)
 		}

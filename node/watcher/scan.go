@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -113,7 +114,7 @@ func (w *Watcher) scan(ctx context.Context, kind string) (err error) {
 
 	seen := map[string]struct{}{}
 	var batch, deferred []fileStat
-	unreadable, err := w.walk(ctx, ".", func(f fileStat) error {
+	listed, err := w.walk(ctx, ".", func(f fileStat) error {
 		seen[f.rel] = struct{}{}
 		p.seenOne()
 		w.mu.Lock()
@@ -141,10 +142,10 @@ func (w *Watcher) scan(ctx context.Context, kind string) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: %w", kind, err)
 	}
-	if err := w.sweep(ctx, seen, unreadable, deferred, p); err != nil {
+	if err := w.sweep(ctx, seen, listed.unreadable, deferred, p); err != nil {
 		return fmt.Errorf("%s: %w", kind, err)
 	}
-	if n := w.pruneWatches(); n > 0 {
+	if n := w.pruneWatches(listed.dirs); n > 0 {
 		w.log.Info("dropped watches of vanished directories; rescanning to watch their new names", "dirs", n)
 		w.requestRescan()
 	}
@@ -153,7 +154,7 @@ func (w *Watcher) scan(ctx context.Context, kind string) (err error) {
 	w.mu.Unlock()
 	w.scans.Add(1)
 	w.log.Info(kind+" done", "files", p.seen.Load(), "hashed", p.hashed.Load(), "bytes", p.bytes.Load(),
-		"vanished", p.vanished, "unreadable", len(unreadable), "elapsed", time.Since(p.start).Round(time.Millisecond))
+		"vanished", p.vanished, "unreadable", len(listed.unreadable), "elapsed", time.Since(p.start).Round(time.Millisecond))
 	return nil
 }
 
@@ -310,68 +311,95 @@ func (w *Watcher) load(ctx context.Context) error {
 // walk lists the tree below dir (relative), watching each directory before
 // reading it, and calls file for every regular file not ignored. It skips
 // symlinks and returns the directories it could not read (their known files
-// must not count as vanished). An unreadable starting directory is an error.
-func (w *Watcher) walk(ctx context.Context, dir string, file func(fileStat) error) (unreadable []string, err error) {
-	stack := []string{dir}
-	for len(stack) > 0 {
-		if err := ctx.Err(); err != nil {
-			return unreadable, err
-		}
-		d := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		entries, err := w.readDir(d)
-		if err != nil {
-			if d == dir {
-				return unreadable, fmt.Errorf("read %s: %w", d, err)
-			}
-			if !gone(err) {
-				w.log.Warn("read directory", "path", d, "err", err)
-				unreadable = append(unreadable, d)
-			}
-			continue
-		}
-		for _, e := range entries {
-			name := e.Name()
-			if ignoredName(name, e.IsDir()) {
-				continue
-			}
-			rel := joinRel(d, name)
-			switch t := e.Type(); {
-			case t&fs.ModeSymlink != 0:
-				w.log.Debug("skip symlink", "path", rel)
-			case t.IsDir():
-				stack = append(stack, rel)
-			case t.IsRegular():
-				fi, err := e.Info()
-				if err != nil {
-					continue // removed since the listing
-				}
-				id := idOf(fi)
-				if err := file(fileStat{rel: rel, size: fi.Size(), mtime: fi.ModTime().UnixNano(), id: id,
-					inodeSays: id.known() && w.stableInodes(id.dev, d)}); err != nil {
-					return unreadable, err
-				}
-			}
-		}
+// must not count as vanished) and the directories it listed (pruneWatches).
+// An unreadable starting directory is an error.
+//
+// Each directory is opened from its parent's open handle by name, and
+// held while its subdirectories are walked (as many handles as the tree
+// is deep): a walk costs the same per directory at any depth.
+func (w *Watcher) walk(ctx context.Context, dir string, file func(fileStat) error) (listed walked, err error) {
+	d, err := w.openDir(dir)
+	if err != nil {
+		return listed, fmt.Errorf("read %s: %w", dir, err)
 	}
-	return unreadable, nil
+	defer d.Close()
+	listed.dirs = map[string]struct{}{}
+	entries, err := w.list(d, dir)
+	if err != nil {
+		return listed, fmt.Errorf("read %s: %w", dir, err)
+	}
+	listed.dirs[dir] = struct{}{}
+	return listed, w.walkEntries(ctx, d, dir, entries, file, &listed)
 }
 
-// readDir watches a real directory (no symlink on the way) and lists it.
-func (w *Watcher) readDir(rel string) ([]fs.DirEntry, error) {
-	fi, err := w.lstat(rel)
+// walked is what a walk saw of the directories.
+type walked struct {
+	unreadable []string            // directories it could not read
+	dirs       map[string]struct{} // directories it listed
+}
+
+// walkEntries handles the entries of directory rel (open as d): files
+// first, then each subdirectory in turn.
+func (w *Watcher) walkEntries(ctx context.Context, d *os.Root, rel string, entries []fs.DirEntry, file func(fileStat) error, listed *walked) error {
+	var subdirs []string
+	for _, e := range entries {
+		name := e.Name()
+		if ignoredName(name, e.IsDir()) {
+			continue
+		}
+		child := joinRel(rel, name)
+		switch t := e.Type(); {
+		case t&fs.ModeSymlink != 0:
+			w.log.Debug("skip symlink", "path", child)
+		case t.IsDir():
+			subdirs = append(subdirs, name)
+		case t.IsRegular():
+			fi, err := e.Info()
+			if err != nil {
+				continue // removed since the listing
+			}
+			id := idOf(fi)
+			if err := file(fileStat{rel: child, size: fi.Size(), mtime: fi.ModTime().UnixNano(), id: id,
+				inodeSays: id.known() && w.stableInodes(id.dev, rel)}); err != nil {
+				return err
+			}
+		}
+	}
+	for _, name := range subdirs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := w.walkSubdir(ctx, d, joinRel(rel, name), name, file, listed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walkSubdir opens, lists and walks the subdirectory name of d (rel from
+// the root). One that cannot be read is logged and listed as unreadable.
+func (w *Watcher) walkSubdir(ctx context.Context, d *os.Root, rel, name string, file func(fileStat) error, listed *walked) error {
+	sub, err := w.openChild(d, name)
+	var entries []fs.DirEntry
+	if err == nil {
+		defer sub.Close()
+		entries, err = w.list(sub, rel)
+	}
 	if err != nil {
-		return nil, err
+		if !gone(err) {
+			w.log.Warn("read directory", "path", rel, "err", err)
+			listed.unreadable = append(listed.unreadable, rel)
+		}
+		return nil
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s: %w", rel, errLinked)
-	}
+	listed.dirs[rel] = struct{}{}
+	return w.walkEntries(ctx, sub, rel, entries, file, listed)
+}
+
+// list watches directory rel (open as d) and lists it.
+func (w *Watcher) list(d *os.Root, rel string) ([]fs.DirEntry, error) {
 	w.addWatch(rel)
-	root, err := w.openRoot()
-	if err != nil {
-		return nil, err
-	}
-	f, err := root.Open(filepath.FromSlash(rel))
+	f, err := d.Open(".")
 	if err != nil {
 		return nil, err
 	}

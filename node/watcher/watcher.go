@@ -119,6 +119,7 @@ type Watcher struct {
 	watch watches
 
 	hashed, hashedBytes, applied, scans atomic.Int64
+	dirOpens                            atomic.Int64 // directories opened by name (openChild): what a walk costs
 }
 
 // New returns an unopened watcher. It does no I/O.
