@@ -87,11 +87,9 @@ func (s *Server) handleRegisterFile(w http.ResponseWriter, r *http.Request) erro
 	}
 	if s.cfg.FilesRoot != "" {
 		// A symlink under plugin/ must not register a file from elsewhere.
-		_, err := s.resolveUnderRoot(filepath.Join(s.cfg.FilesRoot, filepath.FromSlash(rel)))
+		err := s.linkFree(rel)
 		switch {
 		case err == nil:
-		case errors.Is(err, errUnresolvable): // the caller's path is wrong: not retryable
-			return fmt.Errorf("%w: %s %v", store.ErrBadPath, rel, err)
 		case errors.Is(err, fs.ErrNotExist) && s.rootIsEmpty():
 			// Only the watcher knows whether this empty root holds
 			// indexed files (a share not mounted on it: 503, retry) or
@@ -114,6 +112,49 @@ func (s *Server) handleRegisterFile(w http.ResponseWriter, r *http.Request) erro
 		status = http.StatusCreated
 	}
 	return writeJSON(w, status, res)
+}
+
+// linkFree checks that rel (below the files root) names something reached
+// through real directories only, following no symlink: a plugin registers
+// its own files, not links to files elsewhere. An answer names only rel's
+// own names: where a link leads, and what is there, is none of the
+// caller's business (a link may lead outside the root). A missing name is
+// fs.ErrNotExist; a missing root store.ErrUnavailable, as resolveUnderRoot.
+func (s *Server) linkFree(rel string) error {
+	root, err := os.OpenRoot(s.cfg.FilesRoot)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: files root %s is missing (moved, deleted or not mounted); retry once it is back",
+			store.ErrUnavailable, s.cfg.FilesRoot)
+	}
+	if err != nil {
+		return fmt.Errorf("files root: %w", err)
+	}
+	cur := root
+	defer func() { cur.Close() }()
+	names := strings.Split(rel, "/")
+	for i, name := range names {
+		at := strings.Join(names[:i+1], "/")
+		fi, err := cur.Lstat(name)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("%s: %w", at, fs.ErrNotExist)
+		case err != nil:
+			return fmt.Errorf("%s: %w", at, err) // os.Root names only name
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%w: %s is a symlink: register the file itself", store.ErrBadPath, at)
+		case i == len(names)-1:
+			return nil
+		case !fi.IsDir():
+			return fmt.Errorf("%w: %s is not a directory", store.ErrBadPath, at)
+		}
+		next, err := cur.OpenRoot(name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", at, err)
+		}
+		cur.Close()
+		cur = next
+	}
+	return nil
 }
 
 // errOutsideRoot refuses a file that resolves outside the files root.
@@ -141,12 +182,17 @@ func (s *Server) resolveUnderRoot(p string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("files root: %w", err)
 	}
+	// The resolver's errors name where links lead, maybe outside the root:
+	// the answers name p only.
 	real, err := filepath.EvalSymlinks(p)
+	var pe *fs.PathError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", err // → 404
+		return "", fmt.Errorf("%s: %w", p, fs.ErrNotExist) // → 404
+	case errors.As(err, &pe):
+		return "", fmt.Errorf("%w: %s: %v", errUnresolvable, p, pe.Err)
 	case err != nil:
-		return "", fmt.Errorf("%w: %v", errUnresolvable, err)
+		return "", fmt.Errorf("%w: %s", errUnresolvable, p)
 	}
 	rel, err := filepath.Rel(root, real)
 	if err != nil || !filepath.IsLocal(rel) {

@@ -55,11 +55,12 @@ func (s *Store) WriteHealth() error {
 // disk) stays damaged, so /health reports it until a restart. Deferred by
 // the exported reads with their named error.
 func (s *Store) noteRead(err *error) {
-	if *err == nil || !isCorrupt(*err) {
-		return
+	var told *damagedRead
+	if *err == nil || !isCorrupt(*err) || errors.As(*err, &told) {
+		return // an exported read it went through said it already
 	}
-	*err = fmt.Errorf("%w: a database file is damaged: stop the node and delete %s (it is rebuilt from truth at the next start); if the node then refuses %s, restore it from a backup (docs/operations.md)",
-		*err, filepath.Base(s.cfg.CachePath), filepath.Base(s.cfg.TruthPath))
+	*err = &damagedRead{err: *err, advice: fmt.Sprintf("a database file is damaged: stop the node and delete %s (it is rebuilt from truth at the next start); if the node then refuses %s, restore it from a backup (docs/operations.md)",
+		filepath.Base(s.cfg.CachePath), filepath.Base(s.cfg.TruthPath))}
 	h := &s.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -67,6 +68,15 @@ func (s *Store) noteRead(err *error) {
 		h.damaged = fmt.Errorf("reads failing since %s: %w", time.Now().UTC().Format(time.RFC3339), *err)
 	}
 }
+
+// damagedRead is a read error that met a damaged page, with what to do.
+type damagedRead struct {
+	err    error
+	advice string
+}
+
+func (e *damagedRead) Error() string { return e.err.Error() + ": " + e.advice }
+func (e *damagedRead) Unwrap() error { return e.err }
 
 // ReadHealth is nil unless a read found a damaged database page since the
 // store opened; then it says since when and what to do.
