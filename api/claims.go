@@ -147,6 +147,9 @@ func parallel(n int, fn func(i int)) {
 }
 
 func decodeClaim(raw json.RawMessage) decodedClaim {
+	if err := store.CheckJSONText(raw); err != nil {
+		return decodedClaim{err: err}
+	}
 	var j store.ClaimJSON
 	if err := json.Unmarshal(raw, &j); err != nil {
 		return decodedClaim{err: fmt.Errorf("%w: %s", store.ErrMalformed, describeJSON(err, "claim"))}

@@ -308,11 +308,13 @@ func FuzzClaimJSON(f *testing.F) {
 		f.Add([]byte(v.Claim))
 	}
 	f.Add([]byte(`{"value":{"cipher":""}}`))
+	f.Add([]byte("{\"key\":\"t\xff\",\"value\":\"\\ud800\\udc00\\udc00\"}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var c store.Claim
 		if err := json.Unmarshal(b, &c); err != nil {
 			return
 		}
+
 		out, err := json.Marshal(c)
 		if err != nil {
 			t.Fatal(err)
