@@ -313,3 +313,35 @@ func newWritersUntilGossip(t *testing.T, a, b *node.Node, cidBase int) {
 		})
 	}
 }
+
+// TestAutoTrust_OnlyASignerWithAStoredClaim: a fresh key whose claims are
+// validly signed but refused by the store (dated an hour ahead, a reserved
+// key, a cid not in canonical form) is neither listed nor vouched for by
+// the node: only a signer with a claim the store takes becomes a local
+// writer. Its first good claim then trusts it.
+func TestAutoTrust_OnlyASignerWithAStoredClaim(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, testConfig(t, dataDir(t, "home")))
+	plugin := signer(t)
+	cid := testCID(7300)
+	for _, c := range []store.Claim{
+		plugin.Text(cid, "title", "from the future", nowMS()+uint64(time.Hour/time.Millisecond)),
+		plugin.Text(cid, "filePath", "/etc/passwd", nowMS()),
+		plugin.Text(strings.ToUpper(cid), "title", "x", nowMS()),
+	} {
+		res, err := n.SubmitClaims(ctx, []store.Claim{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Outcome != store.Rejected {
+			t.Fatalf("claim on %s %s: %v, want rejected", c.CID, c.Key, res[0].Outcome)
+		}
+		if e := trustEntry(t, n, plugin.UID()); e.Source != "" || n.Store().Trusted(plugin.UID()) {
+			t.Fatalf("after a refused claim (%v) the signer is trusted: %+v", res[0].Err, e)
+		}
+	}
+	submitAccepted(t, n, plugin.Text(cid, "title", "Heat", nowMS()))
+	if err := ownDecision(t, n, plugin.UID()); err != nil {
+		t.Fatal(err)
+	}
+}

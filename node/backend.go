@@ -144,9 +144,12 @@ func (n *Node) trustLocalSigners(ctx context.Context, claims []store.Claim) ([]s
 		if listed && vouched {
 			continue
 		}
-		// Only a signature that verifies proves the writer holds the key:
-		// a garbage claim must not put an arbitrary uid on the list.
-		if claims[i].Verify() != nil {
+		// Only a claim the store would take (its shape, key, clock and
+		// signature) earns its signer trust: a garbage claim must not put
+		// an arbitrary uid on the list, nor one the store refuses anyway
+		// (future_timestamp, reserved_key, bad_cid…) a signer with
+		// nothing stored.
+		if n.store.CheckClaim(&claims[i]) != nil {
 			continue
 		}
 		seen[uid] = true

@@ -138,3 +138,14 @@ func (c *Claim) LinkTarget() (string, bool) {
 	other, ok := strings.CutPrefix(c.Key, LinkPrefix)
 	return other, ok && c.Kind == KindText && string(c.Value) == "true"
 }
+
+// CheckClaim reports whether Submit would take c on its own merits, trust
+// aside: its shape, key, value and clock (Check, with the store's clock
+// and allowance) and its signature. The node asks it before it trusts a
+// local writer, so only a signer that can have a claim stored is trusted.
+func (s *Store) CheckClaim(c *Claim) error {
+	if err := c.Check(s.cfg.Now(), s.cfg.MaxSkew); err != nil {
+		return err
+	}
+	return c.Verify()
+}
