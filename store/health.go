@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -55,11 +57,11 @@ func (s *Store) WriteHealth() error {
 // disk) stays damaged, so /health reports it until a restart. Deferred by
 // the exported reads with their named error.
 func (s *Store) noteRead(err *error) {
-	var told *damagedRead
+	var told *advised
 	if *err == nil || !isCorrupt(*err) || errors.As(*err, &told) {
 		return // an exported read it went through said it already
 	}
-	*err = &damagedRead{err: *err, advice: fmt.Sprintf("a database file is damaged: stop the node and delete %s (it is rebuilt from truth at the next start); if the node then refuses %s, restore it from a backup (docs/operations.md)",
+	*err = &advised{err: *err, advice: fmt.Sprintf("a database file is damaged: stop the node and delete %s (it is rebuilt from truth at the next start); if the node then refuses %s, restore it from a backup (docs/operations.md)",
 		filepath.Base(s.cfg.CachePath), filepath.Base(s.cfg.TruthPath))}
 	h := &s.health
 	h.mu.Lock()
@@ -69,14 +71,15 @@ func (s *Store) noteRead(err *error) {
 	}
 }
 
-// damagedRead is a read error that met a damaged page, with what to do.
-type damagedRead struct {
+// advised is an error with what the owner should do about it, added once
+// however many layers the error goes through.
+type advised struct {
 	err    error
 	advice string
 }
 
-func (e *damagedRead) Error() string { return e.err.Error() + ": " + e.advice }
-func (e *damagedRead) Unwrap() error { return e.err }
+func (e *advised) Error() string { return e.err.Error() + ": " + e.advice }
+func (e *advised) Unwrap() error { return e.err }
 
 // ReadHealth is nil unless a read found a damaged database page since the
 // store opened; then it says since when and what to do.
@@ -111,16 +114,40 @@ func explain(truth bool, path string, err error) error {
 	if !errors.As(err, &se) {
 		return err
 	}
-	switch se.Code() & 0xff {
-	case sqliteFull:
-		return fmt.Errorf("%w: the disk holding %s is full: free space there and retry (nothing of the failed write was stored)", err, filepath.Dir(path))
-	case sqliteIOErr:
-		return fmt.Errorf("%w: I/O error on %s: check the disk (full or failing?); nothing of the failed write was stored", err, path)
-	case sqliteCorrupt, sqliteNotADB:
+	switch code := se.Code() & 0xff; {
+	case code == sqliteFull, code == sqliteIOErr && diskFull(filepath.Dir(path)):
+		return &advised{err, fmt.Sprintf("the disk holding %s is full: free space there and retry (nothing of the failed write was stored)", filepath.Dir(path))}
+	case code == sqliteIOErr:
+		return &advised{err, fmt.Sprintf("I/O error on %s: check the disk (full or failing?); nothing of the failed write was stored", path)}
+	case code == sqliteCorrupt, code == sqliteNotADB:
 		if truth {
 			return damaged(path, err)
 		}
 		return fmt.Errorf("%w: %s is damaged: stop the node and delete it (it is rebuilt from truth at the next start)", err, path)
+	}
+	return err
+}
+
+// explainStart adds what to do to a start that failed for want of a disk
+// that takes writes: the start writes when the cache must catch up with
+// truth or be rebuilt, or truth's groups redone. The stored claims are
+// safe; the node needs room, or a working disk.
+func explainStart(truthPath, cachePath string, err error) error {
+	var se interface{ Code() int }
+	var told *advised
+	if err == nil || errors.As(err, &told) || !errors.As(err, &se) {
+		return err
+	}
+	dirs := []string{filepath.Dir(truthPath)}
+	if d := filepath.Dir(cachePath); d != dirs[0] {
+		dirs = append(dirs, d)
+	}
+	full := slices.ContainsFunc(dirs, diskFull)
+	switch code := se.Code() & 0xff; {
+	case code == sqliteFull, code == sqliteIOErr && full:
+		return &advised{err, fmt.Sprintf("the disk holding %s is full: free space there and start the node again (the stored claims are safe; the start needs room to bring the cache up to date)", strings.Join(dirs, " or "))}
+	case code == sqliteIOErr:
+		return &advised{err, fmt.Sprintf("I/O error on %s: check the disk (failing? unmounted?) and start the node again", strings.Join(dirs, " or "))}
 	}
 	return err
 }

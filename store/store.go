@@ -174,7 +174,7 @@ func (s *Store) Open(ctx context.Context) error {
 				ErrDamaged, s.cfg.TruthPath, err)
 		}
 	}
-	return err
+	return explainStart(s.cfg.TruthPath, s.cfg.CachePath, err)
 }
 
 func (s *Store) open(ctx context.Context) (err error) {
