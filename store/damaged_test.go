@@ -359,8 +359,8 @@ func readEverything(s *store.Store) error {
 		note(err)
 		_, err = s.Claims(ctx, rid, store.ClaimFilter{})
 		note(err)
-		for _, cid := range rec.CIDs { // by cid too, as GET /api/meta/{cid}/claims reads
-			_, err = s.Claims(ctx, cid, store.ClaimFilter{})
+		if len(rec.CIDs) > 0 { // by cid too, as GET /api/meta/{cid}/claims reads
+			_, err = s.Claims(ctx, rec.CIDs[0], store.ClaimFilter{})
 			note(err)
 		}
 	}

@@ -53,9 +53,41 @@ func mergeRows(rows []row, home homeOf) (val string, nsrc int, ok bool) {
 		}
 		return r.val, 1, true
 	}
-	votes := make([]ballot, 0, len(rows))
-	for _, i := range winners(rows) {
-		r := &rows[i]
+	var vbuf [8]ballot
+	var bbuf [8]bucket
+	votes := countedVotes(rows, home, vbuf[:0])
+	if len(votes) == 0 {
+		return "", 0, false
+	}
+	if !distinctHomes(votes) {
+		votes = homeVotes(rows, votes, bbuf[:0])
+	}
+	w := pick(rows, tally(rows, votes, bbuf[:0]))
+	return rows[w.oldest].val, w.n, true
+}
+
+// countedVotes appends to out each counted signer's winning row across the
+// rows by (ts, id), when it is a text vote. Groups are small; a quadratic
+// pass beats a map.
+func countedVotes(rows []row, home homeOf, out []ballot) []ballot {
+	for i := range rows {
+		found := false
+		for j := range out {
+			if b := &out[j]; rows[b.row].pid == rows[i].pid {
+				if rows[i].beats(&rows[b.row]) {
+					b.row = i
+				}
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, ballot{row: i})
+		}
+	}
+	n := 0
+	for _, b := range out {
+		r := &rows[b.row]
 		if r.kind != KindText {
 			continue
 		}
@@ -63,16 +95,31 @@ func mergeRows(rows []row, home homeOf) (val string, nsrc int, ok bool) {
 		if !counts {
 			continue
 		}
-		votes = append(votes, ballot{home: h, fold: foldValue(r.val), row: i})
+		out[n] = ballot{home: h, fold: foldValue(r.val), row: b.row}
+		n++
 	}
-	if len(votes) == 0 {
-		return "", 0, false
+	return out[:n]
+}
+
+// distinctHomes reports whether every vote comes from another home (the
+// usual case: then the votes are the homes' votes as they are).
+func distinctHomes(votes []ballot) bool {
+	for i := 1; i < len(votes); i++ {
+		for j := range i {
+			if votes[i].home == votes[j].home {
+				return false
+			}
+		}
 	}
-	// One vote per home: the bucket its signers choose, stood for by that
-	// bucket's oldest vote (so the stored text is still a real vote's).
+	return true
+}
+
+// homeVotes replaces the votes of each home by the home's one vote: the
+// bucket its signers choose, stood for by that bucket's oldest vote (so
+// the stored text is still a real vote's). scratch is reused.
+func homeVotes(rows []row, votes []ballot, scratch []bucket) []ballot {
 	slices.SortFunc(votes, func(a, b ballot) int { return strings.Compare(a.home, b.home) })
 	homes := votes[:0] // in place: a home's vote is written at or before its first
-	var scratch []bucket
 	for lo := 0; lo < len(votes); {
 		hi := lo + 1
 		for hi < len(votes) && votes[hi].home == votes[lo].home {
@@ -87,8 +134,7 @@ func mergeRows(rows []row, home homeOf) (val string, nsrc int, ok bool) {
 		}
 		lo = hi
 	}
-	w := pick(rows, tally(rows, homes, scratch[:0]))
-	return rows[w.oldest].val, w.n, true
+	return homes
 }
 
 // ballot is one counted text vote: a signer's winning row, or a home's.
@@ -103,28 +149,6 @@ type bucket struct {
 	fold   string
 	n      int // votes in it
 	oldest int // index into the rows of its oldest vote by (ts, id)
-}
-
-// winners returns the index of each signer's winning row by (ts, id).
-// Groups are small; a quadratic pass beats a map.
-func winners(rows []row) []int {
-	best := make([]int, 0, len(rows))
-	for i := range rows {
-		found := false
-		for j, b := range best {
-			if rows[b].pid == rows[i].pid {
-				if rows[i].beats(&rows[b]) {
-					best[j] = i
-				}
-				found = true
-				break
-			}
-		}
-		if !found {
-			best = append(best, i)
-		}
-	}
-	return best
 }
 
 // tally buckets votes by folded value into out.

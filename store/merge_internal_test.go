@@ -178,3 +178,29 @@ func TestSchemaPathAndTypes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMergeRows: one key's merge for the shapes the store meets: one
+// signer (the fast path), four signers each its own home (the reference
+// dataset, open mode), and six signers in two homes (two paired homes
+// with their plugins).
+func BenchmarkMergeRows(b *testing.B) {
+	shapes := []struct {
+		name  string
+		rows  []row
+		homes int64 // pid % homes is the home
+	}{
+		{"OneRow", []row{vote(1, "Heat", 1)}, 1},
+		{"FourHomes", []row{vote(1, "Heat", 1), vote(2, "heat", 2), vote(3, "Heat (1995)", 3), vote(4, "Heat", 4)}, 4},
+		{"SixSignersTwoHomes", []row{vote(1, "Heat", 1), vote(2, "heat", 2), vote(3, "Heat (1995)", 3), vote(4, "Heat", 4), vote(5, "EVIL", 5), vote(6, "EVIL", 6)}, 2},
+	}
+	names := []string{"zHomeA", "zHomeB", "zHomeC", "zHomeD"}
+	for _, sh := range shapes {
+		home := func(pid int64) (string, bool) { return names[pid%sh.homes], true }
+		b.Run(sh.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				mergeRows(sh.rows, home)
+			}
+		})
+	}
+}

@@ -113,7 +113,7 @@ func TestOrderIndependence_Homes(t *testing.T) {
 			}
 		}
 	}
-	for _, seed := range []uint64{1, 2, 3} {
+	for _, seed := range []uint64{1, 2} {
 		t.Run(fmt.Sprint("Seed", seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 11))
 			claims := conflictingClaims(seed, 90)
