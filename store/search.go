@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -136,15 +135,11 @@ func (s *Store) search(ctx context.Context, q SearchQuery, cost *searchCost, fn 
 	}
 	limit = min(limit, MaxSearchLimit)
 	offset := max(q.Offset, 0)
-	tx, err := s.sp.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	t, err := beginSearch(ctx, s.sp.db)
 	if err != nil {
 		return 0, err
 	}
-	defer tx.Rollback()
-	t, err := newSearchTx(ctx, tx)
-	if err != nil {
-		return 0, err
-	}
+	defer t.end()
 	t.onRow = s.sp.onRow
 	defer func() { *cost = t.cost }()
 	rids, all, err := t.candidates(ctx, q, s.sp.each)

@@ -69,11 +69,6 @@ func FuzzSearchFold(f *testing.F) {
 func TestSearchFold_NarrowingStaysNarrow(t *testing.T) {
 	s, rids := foldStore(t)
 	ctx := context.Background()
-	tx, err := s.cacheR.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
 	for _, c := range []struct {
 		f    SearchFilter
 		rows int // the rows of kv_field_v the filter may read
@@ -86,7 +81,7 @@ func TestSearchFold_NarrowingStaysNarrow(t *testing.T) {
 		{SearchFilter{Property: "sssssss", Values: []string{"x"}}, 0},    // 128 spellings: the prefix ssssss, 64
 		{SearchFilter{Property: "TAGS", Values: []string{"комедия"}}, 0}, // 256 member spellings: a prefix
 	} {
-		st, err := newSearchTx(ctx, tx)
+		st, err := beginSearch(ctx, s.cacheR)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,6 +105,7 @@ func TestSearchFold_NarrowingStaysNarrow(t *testing.T) {
 		if !slices.Equal(set, want) {
 			t.Errorf("%+v: %v, the exact check finds %v", c.f, set, want)
 		}
+		st.end()
 	}
 }
 
@@ -132,15 +128,11 @@ func TestSearchFold_LongNonASCIIValueNarrows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := s.cacheR.BeginTx(ctx, nil)
+	st, err := beginSearch(ctx, s.cacheR)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
-	st, err := newSearchTx(ctx, tx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer st.end()
 	set, err := st.filterSet(ctx, SearchFilter{Property: "TAGS", Values: []string{"комедия"}})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"slices"
 	"strings"
 	"unicode"
@@ -77,19 +78,48 @@ func intersect(a, b []string) []string {
 const fieldsSQL = `SELECT k, v FROM kv INDEXED BY sqlite_autoindex_kv_1 WHERE k >= ? AND k < ?`
 
 // searchTx is one search's read transaction and what it has read.
+//
+// It is a transaction opened on a connection by hand, not a sql.Tx:
+// database/sql starts a goroutine to watch the context of every statement
+// run in a sql.Tx (the transaction's own, if not the statement's), which
+// for a page is thousands, and they flood the run queues the record reads
+// wait in. Here only the scans, which take the search's context, have one.
 type searchTx struct {
-	tx       *sql.Tx
+	conn     *sql.Conn
 	fieldsSt *sql.Stmt // fieldsSQL
 	cost     searchCost
 	onRow    func() // test seam (searchPool.onRow)
 }
 
-func newSearchTx(ctx context.Context, tx *sql.Tx) (*searchTx, error) {
-	st, err := tx.PrepareContext(ctx, fieldsSQL)
+// beginSearch takes a connection of db and begins a read transaction on
+// it; end ends both.
+func beginSearch(ctx context.Context, db *sql.DB) (*searchTx, error) {
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &searchTx{tx: tx, fieldsSt: st}, nil
+	t := &searchTx{conn: conn}
+	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "BEGIN"); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if t.fieldsSt, err = conn.PrepareContext(context.WithoutCancel(ctx), fieldsSQL); err != nil {
+		t.end()
+		return nil, err
+	}
+	return t, nil
+}
+
+// end rolls the transaction back and gives the connection back; a
+// connection whose rollback failed (its state unknown) is closed instead.
+func (t *searchTx) end() {
+	if t.fieldsSt != nil {
+		t.fieldsSt.Close()
+	}
+	if _, err := t.conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	t.conn.Close()
 }
 
 // each runs q and hands fn each row, checking ctx every checkEvery rows
@@ -97,7 +127,7 @@ func newSearchTx(ctx context.Context, tx *sql.Tx) (*searchTx, error) {
 func (t *searchTx) each(ctx context.Context, fn func(a, b string), q string, args ...any) error {
 	cost := &t.cost
 	cost.queries++
-	rows, err := t.tx.QueryContext(ctx, q, args...)
+	rows, err := t.conn.QueryContext(ctx, q, args...)
 	if err != nil {
 		return err
 	}
@@ -535,7 +565,7 @@ func (t *searchTx) filterEach(ctx context.Context, rids []string, filters []Sear
 func (t *searchTx) rootsPage(ctx context.Context, offset, limit int) ([]string, int, error) {
 	var total int
 	t.cost.queries++
-	err := t.tx.QueryRowContext(ctx, `SELECT count(*) FROM kv WHERE k >= 'idx:roots/' AND k < 'idx:roots0'`).Scan(&total)
+	err := t.conn.QueryRowContext(ctx, `SELECT count(*) FROM kv WHERE k >= 'idx:roots/' AND k < 'idx:roots0'`).Scan(&total)
 	if err != nil {
 		return nil, 0, err
 	}
