@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,6 +168,17 @@ func BenchmarkAPI_SearchUnderAttack(b *testing.B) {
 		})
 	}
 	time.Sleep(200 * time.Millisecond) // every attacker has a request in flight
+	if p := os.Getenv("METANODE_BENCH_TRACE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := trace.Start(f); err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		defer trace.Stop()
+	}
 	c0, t0, sched0, gc0 := cpuTime(), time.Now(), schedLatencies(), gcCPU()
 	attacked := readPhase()
 	cpu, took, sched, gc := cpuTime()-c0, time.Since(t0), schedLatencies().sub(sched0), gcCPU().sub(gc0)
