@@ -31,6 +31,12 @@ type Store interface {
 	Clear(ctx context.Context) (int, error)
 	Subscribe(stream store.Stream, after string) (*store.Subscription, error)
 	Snapshot(ctx context.Context, fn func(store.Event) error) (string, error)
+	// Gone names, as del events, the merged keys a consumer whose cursor
+	// is after may hold that no event will delete any more (a replay
+	// after a gap sends them before the snapshot).
+	Gone(ctx context.Context, after string, fn func(store.Event) error) error
+	// AwaitRebuild returns once no rebuild of the cache runs.
+	AwaitRebuild(ctx context.Context) error
 }
 
 var _ Store = (*store.Store)(nil)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -88,7 +89,12 @@ func (sw *sseWriter) write(b []byte) error {
 
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream store.Stream, label string) error {
 	last := strings.TrimSpace(r.Header.Get("Last-Event-ID"))
-	snapshot := stream == store.StreamMeta && (last == "0" || last == "0-0")
+	meta := stream == store.StreamMeta
+	// A meta consumer that starts over (0-0) gets the snapshot; one whose
+	// cursor is past a gap gets the whole state again (replayState), with
+	// a del for each key it may hold that is gone.
+	snapshot := meta && (last == "0" || last == "0-0")
+	replay, goneAfter := false, ""
 
 	var (
 		sub *store.Subscription
@@ -104,7 +110,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 			// a corrupt cursor ("undefined" from JS) heals instead of
 			// retrying into a 400 forever; resumeFrom 0-0 redoes this.
 			gap = &store.Gap{Requested: last, ResumeFrom: "0-0"}
-			if stream == store.StreamMeta {
+			if meta {
 				snapshot, err = true, nil
 			} else {
 				sub, err = s.cfg.Store.Subscribe(stream, "0-0")
@@ -124,6 +130,14 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 					}
 				}
 				gap = &g
+				if meta {
+					// Not the retained tail: the whole state. resumeFrom is
+					// the cursor itself, so a consumer cut off before the
+					// replay's last event (the one with an id) gets it again.
+					sub.Close()
+					sub, replay, goneAfter = nil, true, last
+					gap.ResumeFrom = last
+				}
 			}
 		}
 	}
@@ -157,35 +171,111 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, stream stor
 	}
 	events := s.metrics.events.WithLabelValues(label)
 
-	if snapshot {
-		after, err := s.writeSnapshot(r, out, begin, events)
-		if err != nil {
+	if snapshot || replay {
+		if replay { // the gap goes out before the wait for a rebuild
+			if err := begin(); err != nil {
+				return err
+			}
+		}
+		var err error
+		if sub, err = s.replayState(r, out, begin, events, replay, goneAfter); err != nil || sub == nil {
 			return err
 		}
+		defer sub.Close()
+	} else if err := begin(); err != nil {
+		return err
+	}
+	return s.streamLive(r, out, sub, label, events)
+}
+
+// replayRounds bounds how often a replay starts over because the state
+// changed under it (a rebuild, a clear, a trim past it); then the stream
+// ends and the consumer's reconnect starts one more.
+const replayRounds = 3
+
+// replayState sends a meta consumer the whole state: with dels, a del for
+// every key it may hold that is gone since goneAfter (store.Gone), then a
+// set for every merged key (the snapshot; its last event carries the id
+// to resume after), and subscribes after it. It waits for a rebuild that
+// runs rather than send half of its state; when the state changed under
+// it (the subscription after the snapshot has a gap), it sends that gap
+// and starts over. A nil subscription ends the stream.
+func (s *Server) replayState(r *http.Request, out *sseWriter, begin func() error, events interface{ Add(float64) }, dels bool, goneAfter string) (*store.Subscription, error) {
+	ctx := r.Context()
+	for round := 1; ; round++ {
+		if err := s.cfg.Store.AwaitRebuild(ctx); err != nil {
+			return nil, nil // the client went away, or shutdown
+		}
+		if dels {
+			if err := s.writeGone(ctx, out, begin, events, goneAfter); err != nil {
+				return nil, err
+			}
+		}
+		after, err := s.writeSnapshot(r, out, begin, events)
+		if err != nil {
+			return nil, err
+		}
 		if err := begin(); err != nil {
-			return err
+			return nil, err
 		}
 		if after == "" {
 			// The stream was empty at the snapshot: whatever it holds now
 			// came after it.
 			after = "0-0"
 		}
-		if sub, err = s.cfg.Store.Subscribe(stream, after); err != nil {
-			s.log.Warn("subscribe after snapshot", "stream", label, "err", err)
-			return nil // the client resumes with the snapshot's id
+		sub, err := s.cfg.Store.Subscribe(store.StreamMeta, after)
+		if err != nil {
+			s.log.Warn("subscribe after snapshot", "err", err)
+			return nil, nil // the client resumes with the snapshot's id
 		}
-		defer sub.Close()
-		if sub.Gap != nil {
-			if err := s.writeGap(out, *sub.Gap); err != nil {
+		if sub.Gap == nil {
+			return sub, nil
+		}
+		sub.Close()
+		g := *sub.Gap
+		g.ResumeFrom = g.Requested
+		if err := s.writeGap(out, g); err != nil {
+			return nil, err
+		}
+		if round == replayRounds {
+			return nil, nil
+		}
+		dels, goneAfter = true, after
+	}
+}
+
+// writeGone writes a del event (no id) for each key store.Gone names.
+func (s *Server) writeGone(ctx context.Context, out *sseWriter, begin func() error, events interface{ Add(float64) }, after string) error {
+	buf, n := make([]byte, 0, flushAt+4096), 0
+	err := s.cfg.Store.Gone(ctx, after, func(ev store.Event) error {
+		if err := begin(); err != nil {
+			return err
+		}
+		buf = appendFrame(buf, "", ev.Type, ev.Data)
+		if n++; len(buf) >= flushAt {
+			if err := out.write(buf); err != nil {
 				return err
 			}
+			events.Add(float64(n))
+			buf, n = buf[:0], 0
 		}
-	} else if err := begin(); err != nil {
+		return nil
+	})
+	if err != nil || len(buf) == 0 {
 		return err
 	}
+	if err := out.write(buf); err != nil {
+		return err
+	}
+	events.Add(float64(n))
+	return nil
+}
 
+// streamLive writes the subscription's events as they come, with the
+// heartbeat, until the client goes, the server closes or the store ends
+// the subscription.
+func (s *Server) streamLive(r *http.Request, out *sseWriter, sub *store.Subscription, label string, events interface{ Add(float64) }) error {
 	buf := make([]byte, 0, 4096)
-
 	timer := time.NewTimer(s.cfg.KeepAlive)
 	defer timer.Stop()
 	for {

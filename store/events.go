@@ -169,6 +169,11 @@ func (w *writer) finishEvents(b *batch) error {
 			}
 			if ok {
 				cut := asString(dest[0])
+				if st == StreamMeta { // their consumers may not have read these dels yet
+					if err := w.harvestGone("", strings.TrimPrefix(cut, evPrefix(st))); err != nil {
+						return err
+					}
+				}
 				if _, err := w.cDelRange.exec(evPrefix(st), cut+"\x00"); err != nil {
 					return err
 				}

@@ -338,10 +338,25 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 		return err
 	}
 	defer func() { _ = w.c.exec("PRAGMA temp_store = MEMORY") }()
+	if serving {
+		w.s.rebuilding.start() // replays wait for the new cache (AwaitRebuild)
+		defer w.s.rebuilding.end()
+		if w.s.duringRebuild != nil {
+			w.s.duringRebuild()
+		}
+	}
 	if err := w.c.exec("BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
 	inTx = true
+	// What consumers may hold from the old cache: its keys, and the keys
+	// of the dels still in its meta stream (this writes no per-key events).
+	if err := w.keepOldKeys(); err != nil {
+		return err
+	}
+	if err := w.harvestGone("", w.ev[StreamMeta].hwm); err != nil {
+		return err
+	}
 	for _, q := range []string{
 		`DELETE FROM kv WHERE (k >= 'file:' AND k < 'file;') OR (k >= 'cid:' AND k < 'cid;') OR (k >= 'idx:' AND k < 'idx;')
 			OR (k >= 'ev:meta:events/' AND k < 'ev:meta:events0') OR k = 'meta:applied_seq' OR k = 'meta:truth_id'`,
@@ -404,6 +419,9 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 		if err := w.markGap(b, st); err != nil {
 			return err
 		}
+	}
+	if err := w.recordVanished(w.ev[StreamMeta].reset); err != nil {
+		return err
 	}
 	if slices.Contains(lost, StreamFiles) {
 		// As after a watcher reset: a consumer's file list may hold paths
@@ -603,8 +621,15 @@ func (w *writer) runClear(r *request) {
 			return err
 		}
 		endLive = keys == nil
+		if err := w.keepOldKeys(); err != nil {
+			return err
+		}
+		if err := w.harvestGone("", w.ev[StreamMeta].hwm); err != nil {
+			return err
+		}
 		for _, q := range []string{
-			`DELETE FROM kv WHERE NOT (k >= 'meta:' AND k < 'meta;') AND NOT (k >= 'evhwm:' AND k < 'evhwm;')`,
+			`DELETE FROM kv WHERE NOT (k >= 'meta:' AND k < 'meta;') AND NOT (k >= 'evhwm:' AND k < 'evhwm;')
+				AND NOT (k >= '` + goneKVPrefix + `' AND k < '` + goneKVEnd + `')`,
 			`DELETE FROM fts`, `DELETE FROM claim_by_pid`, `DELETE FROM local_file`,
 		} {
 			if err := w.c.exec(q); err != nil {
@@ -623,6 +648,9 @@ func (w *writer) runClear(r *request) {
 			if err := w.markGap(b, st); err != nil {
 				return err
 			}
+		}
+		if err := w.recordVanished(w.ev[StreamMeta].reset); err != nil {
+			return err
 		}
 		for _, k := range keys {
 			if err := w.emitMeta(b, "del", k); err != nil {

@@ -82,8 +82,9 @@ type Store struct {
 	syncLoaded atomic.Bool
 	syncLog    []syncOp // resolved changes made while the loader runs
 
-	trustCh chan struct{}
-	hub     *hub
+	trustCh    chan struct{}
+	hub        *hub
+	rebuilding rebuildGate // a rebuild of the serving cache runs (AwaitRebuild)
 
 	peerMu   sync.Mutex
 	peerCIDs map[string]string // uid → PeerIDCID(uid)
@@ -91,6 +92,9 @@ type Store struct {
 	// Fault seams for tests: when set, called inside the truth or cache
 	// transaction of each batch; an error fails that transaction.
 	failTruth, failCache func() error
+	// duringRebuild, when set, is called by a rebuild of the serving cache
+	// once replays wait for it (gone_internal_test.go).
+	duringRebuild func()
 	// Re-merge seams (remerge.go): the chunk size (0: remergeChunk), and a
 	// call before each chunk with the records still due.
 	remergeChunk  int
