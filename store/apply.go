@@ -75,6 +75,8 @@ func (w *writer) applyPhase(b *batch, reqs []*request) error {
 			var n int64
 			n, err = w.cDel.exec(r.key)
 			r.existed = n > 0
+		case reqRepair:
+			err = w.repairRecord(b, r)
 		}
 		if err != nil {
 			return err
@@ -354,13 +356,17 @@ func (w *writer) computeRecord(rid string) (map[string]string, bool, error) {
 	for _, cid := range cids {
 		err := w.tSelCid.query(func(d []driver.Value) error {
 			k, pid := asString(d[0]), asInt(d[1])
+			r := rowFromValue(pid, d[2], asInt(d[3]), asID(d[4]))
+			if !w.s.checked(cid, k, &r) {
+				return nil // damaged: never merged (damage.go)
+			}
 			if len(pids) == 0 || pids[len(pids)-1] != pid {
 				pids = append(pids, pid)
 			}
 			if IsLinkKey(k) {
 				return nil
 			}
-			byKey[k] = append(byKey[k], rowFromValue(pid, d[2], asInt(d[3]), asID(d[4])))
+			byKey[k] = append(byKey[k], r)
 			return nil
 		}, cid)
 		if err != nil {

@@ -84,15 +84,21 @@ func (c *Claim) Text() string { return string(c.Value) }
 
 // AppendPayload appends the canonical signed bytes of c to b.
 func (c *Claim) AppendPayload(b []byte) []byte {
+	return appendPayload(b, c.UID, c.CID, c.Key, c.Kind, c.Value, c.TS)
+}
+
+// appendPayload appends the canonical signed bytes of a claim given by its
+// fields: a Claim's, or a truth row's (value as a string).
+func appendPayload[V string | []byte](b []byte, uid, cid, key string, kind Kind, value V, ts uint64) []byte {
 	b = append(b, payloadMagic...)
-	b = appendVarBytes(b, []byte(c.UID))
-	b = appendVarBytes(b, []byte(c.CID))
-	b = appendVarBytes(b, []byte(c.Key))
-	b = append(b, byte(c.Kind))
-	if c.Kind != KindRetraction {
-		b = appendVarBytes(b, c.Value)
+	b = appendVarBytes(b, uid)
+	b = appendVarBytes(b, cid)
+	b = appendVarBytes(b, key)
+	b = append(b, byte(kind))
+	if kind != KindRetraction {
+		b = appendVarBytes(b, value)
 	}
-	return binary.BigEndian.AppendUint64(b, c.TS)
+	return binary.BigEndian.AppendUint64(b, ts)
 }
 
 // Payload returns the canonical signed bytes of c.
@@ -189,7 +195,7 @@ func DecodePayload(p []byte) (Claim, error) {
 	return c, nil
 }
 
-func appendVarBytes(b, x []byte) []byte {
+func appendVarBytes[V string | []byte](b []byte, x V) []byte {
 	b = binary.AppendUvarint(b, uint64(len(x)))
 	return append(b, x...)
 }

@@ -136,6 +136,13 @@ CREATE TABLE IF NOT EXISTS trust(
 	note  TEXT NOT NULL DEFAULT '',
 	added INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
+-- Claim rows found damaged, set aside (damage.go): the row's columns as
+-- the claim table held them, untyped so that whatever the damage left is
+-- kept as it was, and when it was found (unix ms).
+CREATE TABLE IF NOT EXISTS quarantine(
+	cid, key, pid, value, ts, sig, id, seq, found,
+	PRIMARY KEY(cid, key, pid)
+) WITHOUT ROWID;
 `
 
 // The cache: the v1 key/value layout for derived rows, plus real tables

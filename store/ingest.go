@@ -49,6 +49,8 @@ type batch struct {
 	rehomed      bool // a signer trusted throughout changed home: its votes count elsewhere
 	rebuild      bool // truth changes a per-claim catch-up could not replay
 	queued       bool // planRemerge queued records of this batch: its trust requests wait for the queue
+	inTruth      bool // the truth transaction is open: damaged rows b.load meets are settled at once
+	asideChanged bool // the quarantine changed (damage.go)
 	nowMS        int64
 }
 
@@ -102,16 +104,43 @@ func (b *batch) load(k ck) ([]row, error) {
 		b.rows[k] = nil
 		return nil, nil
 	}
-	var rs []row
-	err := b.w.tSelRows.query(func(d []driver.Value) error {
-		rs = append(rs, rowFromValue(asInt(d[0]), d[1], asInt(d[2]), asID(d[3])))
-		return nil
-	}, k.cid, k.key)
+	rs, bad, err := b.w.selRows(k)
 	if err != nil {
 		return nil, err
 	}
+	if len(bad) > 0 {
+		if !b.inTruth {
+			for _, ref := range bad {
+				b.w.s.reportDamage(ref)
+			}
+		} else {
+			// Settled at once: a claim of this batch may be the genuine
+			// one, and must not find the damaged row in its place.
+			if err := b.w.settle(b, bad); err != nil {
+				return nil, err
+			}
+			if rs, _, err = b.w.selRows(k); err != nil {
+				return nil, err
+			}
+		}
+	}
 	b.rows[k] = rs
 	return rs, nil
+}
+
+// selRows reads every stored row of k, leaving out those that fail their
+// id check (damage.go), which it returns apart.
+func (w *writer) selRows(k ck) (rs []row, bad []damageRef, err error) {
+	err = w.tSelRows.query(func(d []driver.Value) error {
+		r := rowFromValue(asInt(d[0]), d[1], asInt(d[2]), asID(d[3]))
+		if !w.s.intact(k.cid, k.key, &r) {
+			bad = append(bad, damageRef{k.cid, k.key, r.pid})
+			return nil
+		}
+		rs = append(rs, r)
+		return nil
+	}, k.cid, k.key)
+	return rs, bad, err
 }
 
 // cloneView gives the batch its own trust view to change.
@@ -161,8 +190,11 @@ func peerOnly(reqs []*request) bool {
 func (w *writer) truthPhase(b *batch, reqs []*request) error {
 	needed := false
 	for _, r := range reqs {
-		if r.kind == reqSubmit || r.kind == reqTrust || r.kind == reqFiles {
+		switch r.kind {
+		case reqSubmit, reqTrust, reqFiles:
 			needed = true
+		case reqDamage:
+			needed = needed || w.s.damagePending()
 		}
 	}
 	if !needed {
@@ -174,6 +206,8 @@ func (w *writer) truthPhase(b *batch, reqs []*request) error {
 	if err := w.t.exec("BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
+	b.inTruth = true
+	defer func() { b.inTruth = false }()
 	startSeq := w.lastSeq
 	for _, r := range reqs {
 		var err error
@@ -184,6 +218,8 @@ func (w *writer) truthPhase(b *batch, reqs []*request) error {
 			err = w.setTrust(b, r)
 		case reqFiles:
 			err = w.fileGroups(b, r)
+		case reqDamage:
+			err = w.settle(b, w.s.takeDamage())
 		}
 		if err != nil {
 			return err
@@ -360,6 +396,11 @@ func (w *writer) ingest(b *batch, r *request) error {
 			b.sync = append(b.sync, syncOp{pid: pid, add: nr.item(), hasAdd: true})
 		}
 		w.count(nr.kind, 1)
+		if len(w.dmg.aside) > 0 {
+			if err := w.resolveAside(b, damageRef{c.CID, c.Key, pid}, &nr); err != nil {
+				return err
+			}
+		}
 		b.keys[k] = struct{}{}
 		b.claimed[c.CID] = true
 		if uid, ok := vouchOf(c, w.s.peerCID); ok {

@@ -19,6 +19,11 @@ type metrics struct {
 	searches      *prometheus.GaugeVec   // running, waiting
 	searchRefused *prometheus.CounterVec // too_large, busy, timeout
 	searchRows    prometheus.Counter
+
+	damageFound, damageAside, cacheRepairs  prometheus.Counter
+	quarantined                             prometheus.Gauge
+	scrubChecked, scrubDamaged, scrubPasses prometheus.Counter
+	scrubPass, scrubRate                    prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -66,9 +71,33 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "metanode_store_search_rows_total", Help: "Rows searches read from the cache.",
 		}),
 	}
+	m.addDamage()
 	if reg != nil {
 		reg.MustRegister(m.claims, m.queue, m.commit, m.batch, m.events, m.subs, m.behind, m.remerge, m.truthCommits,
-			m.searches, m.searchRefused, m.searchRows)
+			m.searches, m.searchRefused, m.searchRows,
+			m.damageFound, m.damageAside, m.cacheRepairs, m.quarantined,
+			m.scrubChecked, m.scrubDamaged, m.scrubPasses, m.scrubPass, m.scrubRate)
 	}
 	return m
+}
+
+// addDamage makes the metrics of damage found at rest (damage.go,
+// cacherepair.go) and of the scrub (scrub.go).
+func (m *metrics) addDamage() {
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	m.damageFound = counter("metanode_store_damaged_rows_found_total",
+		"Truth rows whose id or signature did not hold when read, merged or scrubbed (reported to the writer, which repairs or quarantines them).")
+	m.damageAside = counter("metanode_store_quarantined_total", "Claims set aside as damaged (quarantined).")
+	m.quarantined = gauge("metanode_store_quarantined_claims", "Claims in quarantine now: damaged, neither served nor merged, until the genuine claim is back.")
+	m.cacheRepairs = counter("metanode_store_cache_repairs_total", "Records a read found lost from the cache, merged again from truth.")
+	m.scrubChecked = counter("metanode_store_scrub_claims_total", "Claims whose id and signature the background scrub checked.")
+	m.scrubDamaged = counter("metanode_store_scrub_damaged_total", "Claims the scrub found damaged.")
+	m.scrubPasses = counter("metanode_store_scrub_passes_total", "Scrub passes over every claim completed.")
+	m.scrubPass = gauge("metanode_store_scrub_pass_ratio", "How far the scrub's current pass is, 0 to 1.")
+	m.scrubRate = gauge("metanode_store_scrub_rate", "Claims a second the scrub paces itself to.")
 }

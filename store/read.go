@@ -57,6 +57,14 @@ func (s *Store) Record(ctx context.Context, h, as string) (_ Record, err error) 
 	if err := s.ready(); err != nil {
 		return Record{}, err
 	}
+	rec, err := s.record(ctx, h, as)
+	if s.cacheLost(ctx, h, rec.RID, err, true) {
+		rec, err = s.record(ctx, h, as)
+	}
+	return rec, err
+}
+
+func (s *Store) record(ctx context.Context, h, as string) (Record, error) {
 	qctx, err := quick(ctx)
 	if err != nil {
 		return Record{}, err
@@ -156,6 +164,14 @@ func (s *Store) Resolve(ctx context.Context, h string) (_ string, err error) {
 	if err := s.ready(); err != nil {
 		return "", err
 	}
+	rid, err := s.resolve(ctx, h)
+	if s.cacheLost(ctx, h, rid, err, false) {
+		rid, err = s.resolve(ctx, h)
+	}
+	return rid, err
+}
+
+func (s *Store) resolve(ctx context.Context, h string) (string, error) {
 	qctx, err := quick(ctx)
 	if err != nil {
 		return "", err
@@ -188,6 +204,14 @@ func (s *Store) Field(ctx context.Context, h, key string) (_ string, err error) 
 	if err := s.ready(); err != nil {
 		return "", err
 	}
+	v, err := s.field(ctx, h, key)
+	if s.cacheLost(ctx, h, "", err, false) {
+		v, err = s.field(ctx, h, key)
+	}
+	return v, err
+}
+
+func (s *Store) field(ctx context.Context, h, key string) (string, error) {
 	qctx, err := quick(ctx)
 	if err != nil {
 		return "", err
@@ -275,6 +299,9 @@ func (s *Store) queryClaims(ctx context.Context, q, cid string, args ...any) ([]
 			return nil, err
 		}
 		r := rowFromValue(pid, val, ts, asID(id))
+		if !s.checked(cid, key, &r) {
+			continue // damaged: never served (damage.go)
+		}
 		out = append(out, claimOf(s.princ.uidOf(pid), cid, key, &r, sig))
 	}
 	return out, rows.Err()
@@ -551,6 +578,9 @@ func (s *Store) overlayRows(ctx context.Context, cids []string, as string, best 
 				continue
 			}
 			r := rowFromValue(pid, val, ts, asID(id))
+			if !s.checked(cid, key, &r) {
+				continue // damaged: never served (damage.go)
+			}
 			if b, seen := best[key]; !seen || r.beats(&b) {
 				best[key] = r
 			}

@@ -79,12 +79,12 @@ func (w *writer) loadState() error {
 		return err
 	}
 	// Vouches live on libp2p-key cids ("bafz…"), under vouch/.
-	err = w.t.queryOnce(`SELECT cid, key, pid, value FROM claim
+	err = w.t.queryOnce(`SELECT cid, key, pid, value, ts, id FROM claim
 		WHERE cid >= 'bafz' AND cid < 'bafz~' AND key >= 'vouch/' AND key < 'vouch0'`, func(d []driver.Value) error {
 		cid, key := asString(d[0]), asString(d[1])
-		val, isText := d[3].(string)
-		c := Claim{UID: s.princ.uidOf(asInt(d[2])), CID: cid, Key: key}
-		if uid, ok := vouchOf(&c, s.peerCID); ok && isText && val == "true" {
+		r := rowFromValue(asInt(d[2]), d[3], asInt(d[4]), asID(d[5]))
+		c := Claim{UID: s.princ.uidOf(r.pid), CID: cid, Key: key}
+		if uid, ok := vouchOf(&c, s.peerCID); ok && r.kind == KindText && r.val == "true" && s.checked(cid, key, &r) {
 			v.setVouch(c.UID, uid, true)
 		}
 		return nil
@@ -94,6 +94,10 @@ func (w *writer) loadState() error {
 	}
 	w.view = v.build()
 	s.trust.Store(w.view)
+	if err := w.loadAside(); err != nil {
+		return err
+	}
+	w.publishDamage()
 	return nil
 }
 
@@ -329,7 +333,15 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 	if _, err := w.c.execOnce(`ATTACH DATABASE ? AS truth`, u.String()); err != nil {
 		return err
 	}
-	defer func() { _, _ = w.c.execOnce(`DETACH DATABASE truth`) }()
+	defer func() {
+		// A failed rebuild's transaction ends first: DETACH is refused
+		// inside one, and the next rebuild's ATTACH would then be too.
+		if inTx {
+			w.rollbackCache()
+			inTx = false
+		}
+		_, _ = w.c.execOnce(`DETACH DATABASE truth`)
+	}()
 	// Building kv_field_v sorts every field row, and the sorter's spill
 	// files follow temp_store: in memory (the store's setting) they were
 	// ~70 MB of RSS at a million claims, past the node's 300 MB. Not
@@ -445,6 +457,10 @@ func (w *writer) rebuild(ctx context.Context, why string, lost ...Stream) (err e
 	w.s.met.remerge.Set(0)
 	if err := w.finishCache(b); err != nil {
 		return err
+	}
+	if w.check != nil {
+		w.check = nil // every row was written again
+		w.publishCheck()
 	}
 	inTx = false
 	if serving {
@@ -563,7 +579,7 @@ func (w *writer) runClear(r *request) {
 		if err != nil {
 			return err
 		}
-		for _, q := range []string{`DELETE FROM cid_group`, `DELETE FROM group_edge`, `DELETE FROM principal`} {
+		for _, q := range []string{`DELETE FROM cid_group`, `DELETE FROM group_edge`, `DELETE FROM principal`, `DELETE FROM quarantine`} {
 			if err := w.t.exec(q); err != nil {
 				return err
 			}
@@ -598,6 +614,8 @@ func (w *writer) runClear(r *request) {
 	old := w.view
 	s.groups.reset(map[string]string{})
 	s.princ.reset()
+	w.dmg.aside, w.dmg.unmoved = map[damageRef]asideRow{}, map[damageRef]bool{}
+	w.publishDamage()
 	v := old.clone()
 	v.vouches = map[string]map[string]struct{}{}
 	w.view = v.build()

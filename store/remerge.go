@@ -177,8 +177,13 @@ func (w *writer) remergeNext() {
 	w.publishStats()
 	w.s.hub.publish(b.events)
 	w.s.met.remerge.Set(float64(len(q.due)))
+	w.checkChunk(b)
 	if !q.pending() {
-		w.s.log.Info("trust change re-merged", "took", time.Since(q.start).Round(time.Millisecond))
+		if w.check == nil {
+			w.s.log.Info("trust change re-merged", "took", time.Since(q.start).Round(time.Millisecond))
+		} else if err := w.finishCacheCheck(); err != nil {
+			w.s.log.Error("cache check: its last step failed; the cache will be rebuilt", "err", w.failed(false, err))
+		}
 		w.endRemerge(nil)
 	}
 }
@@ -189,6 +194,10 @@ func (w *writer) endRemerge(err error) {
 	clear(q.due)
 	q.queue = q.queue[:0]
 	w.s.met.remerge.Set(0)
+	if w.check != nil {
+		w.check = nil // failed: the cache is rebuilt in full, or at the next start
+		w.publishCheck()
+	}
 	reply(q.hold, err)
 	q.hold = nil
 }

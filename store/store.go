@@ -42,6 +42,8 @@ type Config struct {
 	Trust  TrustMode // default TrustList
 	OwnUID string    // this node's uid: always trusted, cannot be distrusted
 
+	Scrub ScrubConfig // the background signature check (scrub.go)
+
 	Now func() time.Time // clock; default time.Now
 
 	Search SearchConfig // what searches may take of the node
@@ -74,7 +76,8 @@ type Store struct {
 	princ  *principals
 	trust  atomic.Pointer[trustView]
 	stats  statsCounters
-	health health // the writer's failing commits, the sync-set loader's error (health.go)
+	health health      // the writer's failing commits, the sync-set loader's error (health.go)
+	damage damageState // damaged rows reported, the quarantine, a cache check (damage.go)
 
 	sync       *SyncSet
 	syncReady  chan struct{}
@@ -136,6 +139,7 @@ func New(cfg Config) *Store {
 		cfg.Now = time.Now
 	}
 	cfg.Search.defaults()
+	cfg.Scrub = cfg.Scrub.withDefaults()
 	s := &Store{
 		cfg:        cfg,
 		log:        cfg.Logger.With("component", "store"),
@@ -146,6 +150,7 @@ func New(cfg Config) *Store {
 		trustCh:    make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
 		peerCIDs:   map[string]string{},
+		damage:     newDamageState(),
 	}
 	s.met = newMetrics(cfg.Registerer)
 	s.sp = searchPool{admit: newAdmission(cfg.Search, s.met.searches), each: searchEach}
@@ -278,6 +283,10 @@ func (s *Store) open(ctx context.Context) (err error) {
 	}
 	s.wg.Add(1)
 	go s.loadSyncSet()
+	if s.cfg.Scrub.Period > 0 {
+		s.wg.Add(1)
+		go s.scrub()
+	}
 	s.state.Store(stateOpen)
 	return nil
 }

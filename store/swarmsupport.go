@@ -159,6 +159,9 @@ func (s *Store) claimsWhere(ctx context.Context, q string, args ...any) ([]Claim
 			return nil, err
 		}
 		r := rowFromValue(pid, val, ts, asID(id))
+		if !s.checked(cid, key, &r) {
+			continue // damaged: never served (damage.go)
+		}
 		out = append(out, claimOf(s.princ.uidOf(pid), cid, key, &r, sig))
 	}
 	return out, rows.Err()

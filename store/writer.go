@@ -18,6 +18,8 @@ const (
 	reqKVPut
 	reqKVDel
 	reqClear
+	reqDamage // settle the rows reported damaged (damage.go)
+	reqRepair // rebuild a record the cache lost (cacherepair.go)
 )
 
 // request is one unit of work for the writer. The writer fills the answer
@@ -47,6 +49,10 @@ type request struct {
 
 	// reqClear
 	cleared int
+
+	// reqRepair: the record, and whether the cache disagreed with truth
+	rid      string
+	repaired bool
 
 	err  error
 	done chan struct{}
@@ -86,6 +92,8 @@ type writer struct {
 	serving             bool                // booted: readers and subscribers are attached (see rebuild)
 	syncPending         []syncOp            // sync changes of truth commits the cache has yet to apply
 	remerge             remergeQueue        // records a trust change has yet to re-merge (remerge.go)
+	dmg                 writerDamage        // the quarantine and damaged rows (damage.go)
+	check               *cacheCheck         // a cache repair under way (cacherepair.go)
 
 	ev map[Stream]*evState
 
@@ -105,6 +113,7 @@ type writer struct {
 	// truth statements
 	tSelRows, tSelRow, tSelCid, tUpsert, tInsPrincipal, tSetGroup, tSetMeta, tSetCounts, tSetTrust *rawStmt
 	tSelSig, tAddEdge, tEdgesOf, tEdgesBy, tUpsertN, tSelItem                                      *rawStmt
+	tSelFull, tSetID, tAside, tDelClaim, tUnaside                                                  *rawStmt
 	// cache statements
 	cGet, cPut, cPutN, cDel, cRange, cDelRange, cCBP, cCBPN, cSelCBP, cFTSIns, cFTSUpd, cFTSDel, cLocalBy, cLocalGet, cLocalPut, cLocalDel, cHay, cEvCut *rawStmt
 }
@@ -164,6 +173,12 @@ func (w *writer) prepare() error {
 		{&w.tInsPrincipal, &w.t, `INSERT INTO principal(uid) VALUES(?)`},
 		{&w.tSetGroup, &w.t, `INSERT INTO cid_group(cid, rid) VALUES(?, ?) ON CONFLICT(cid) DO UPDATE SET rid = excluded.rid`},
 		{&w.tSelSig, &w.t, `SELECT sig FROM claim WHERE cid = ? AND key = ? AND pid = ?`},
+		{&w.tSelFull, &w.t, `SELECT value, ts, id, sig FROM claim WHERE cid = ? AND key = ? AND pid = ?`},
+		{&w.tSetID, &w.t, `UPDATE claim SET id = ? WHERE cid = ? AND key = ? AND pid = ?`},
+		{&w.tAside, &w.t, `INSERT OR REPLACE INTO quarantine(cid, key, pid, value, ts, sig, id, seq, found)
+			SELECT cid, key, pid, value, ts, sig, id, seq, ? FROM claim WHERE cid = ? AND key = ? AND pid = ?`},
+		{&w.tDelClaim, &w.t, `DELETE FROM claim WHERE cid = ? AND key = ? AND pid = ?`},
+		{&w.tUnaside, &w.t, `DELETE FROM quarantine WHERE cid = ? AND key = ? AND pid = ?`},
 		{&w.tAddEdge, &w.t, `INSERT OR IGNORE INTO group_edge(cid, other, pid) VALUES(?, ?, ?)`},
 		{&w.tEdgesOf, &w.t, `SELECT other, pid FROM group_edge WHERE cid = ?`},
 		{&w.tEdgesBy, &w.t, `SELECT cid, other FROM group_edge WHERE pid = ?`},
@@ -256,6 +271,9 @@ func (w *writer) loop() {
 		if !w.remerge.pending() && len(w.remerge.hold) > 0 {
 			w.endRemerge(w.behindErr()) // the queue emptied another way (a rebuild)
 		}
+		if s.ctx.Err() == nil {
+			w.runDamage() // rows reported damaged, by readers or by this writer's merges
+		}
 		var first *request
 		select {
 		case <-s.ctx.Done():
@@ -263,6 +281,8 @@ func (w *writer) loop() {
 			w.drain()
 			return
 		case first = <-s.reqs:
+		case <-s.damage.wake:
+			continue
 		}
 		batch := []*request{first}
 		n := first.weight()
@@ -359,6 +379,9 @@ func (w *writer) run(reqs []*request) {
 	w.committed()
 	w.applySync(ops)
 	w.publishStats()
+	if b.asideChanged {
+		w.publishDamage()
+	}
 	s.hub.publish(b.events)
 	for _, r := range reqs {
 		if r.kind == reqSubmit {

@@ -1,0 +1,301 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Cache damage found on read. The cache is derived, so a read that finds it
+// disagreeing with truth can have it rebuilt. A read that finds no record
+// for a cid or rid that truth's groups hold, where the cache keeps neither
+// the record nor its hidden mark (or a cid row naming another record),
+// means rows of the cache were lost or changed (a damaged page, a hand
+// edit): the reader has the writer merge that record again from truth
+// (reqRepair) and reads once more. When the record did differ, the damage
+// is unlikely to be alone: the writer then checks every record the same
+// way, in chunks between writes (the re-merge queue of remerge.go: a
+// record that differs gets its rows and events, one that agrees costs
+// reads only), then removes index rows that name no record and recounts
+// the records. IntegrityHealth says so while it runs. A stop before it
+// ends makes the next start rebuild the cache (the queue's floor).
+//
+// Not covered: the search rows (FTS) and the filter index of a damaged
+// file, and a page SQLite itself finds corrupt, which fails the reads that
+// meet it (ReadHealth: delete cache.db, it is rebuilt at the next start).
+
+// cacheCheck is a check of every record under way.
+type cacheCheck struct {
+	since   time.Time
+	first   string // the record found first
+	total   int    // records to check
+	changed int    // merged values the check wrote back (events)
+}
+
+// cacheProgress is what health shows of a check.
+type cacheProgress struct {
+	since       time.Time
+	first       string
+	total, left int
+}
+
+// cacheLost is called by a read of h that found no record (err
+// ErrNotFound), or found the record gotRID for a cid that truth's groups
+// put in another one. It reports whether the writer found the cache
+// disagreeing with truth and rebuilt the record, so the read is worth one
+// more try. fields: the read wanted the record's rows (a record always has
+// some), not only its cid or index row.
+func (s *Store) cacheLost(ctx context.Context, h, gotRID string, err error, fields bool) bool {
+	rid, ok := "", false
+	if IsRID(h) {
+		rid, ok = h, len(s.groups.cidsOf(h)) > 0
+	} else {
+		rid, ok = s.groups.ridOf(h)
+	}
+	switch {
+	case !ok:
+		return false
+	case err == nil:
+		if gotRID == "" || gotRID == rid {
+			return false
+		}
+	case !errors.Is(err, ErrNotFound):
+		return false
+	default:
+		if !s.recordMissing(ctx, h, rid, fields) {
+			return false
+		}
+	}
+	r := &request{kind: reqRepair, rid: rid}
+	if err := s.do(ctx, r); err != nil {
+		return false
+	}
+	return r.repaired
+}
+
+// recordMissing reports whether the cache lacks what it must hold for the
+// record rid that h (the rid or a cid of it) names.
+func (s *Store) recordMissing(ctx context.Context, h, rid string, fields bool) bool {
+	qctx, err := quick(ctx)
+	if err != nil {
+		return false
+	}
+	var cidRID sql.NullString
+	var roots, hidden bool
+	err = s.cacheR.QueryRowContext(qctx, `SELECT (SELECT v FROM kv WHERE k = ?), EXISTS(SELECT 1 FROM kv WHERE k = ?), EXISTS(SELECT 1 FROM kv WHERE k = ?)`,
+		"cid:"+h, "idx:roots/"+rid, "idx:hidden/"+rid).Scan(&cidRID, &roots, &hidden)
+	switch {
+	case err != nil:
+		return false
+	case !roots:
+		return !hidden // a hidden group has no record to read
+	case !IsRID(h) && cidRID.String != rid:
+		return true
+	}
+	return fields
+}
+
+// repairRecord merges a record again from truth when the cache disagrees
+// with it (a reader found it lost), and then has every record checked.
+func (w *writer) repairRecord(b *batch, r *request) error {
+	rid := r.rid
+	if len(w.s.groups.cidsOf(rid)) == 0 {
+		return nil
+	}
+	differs, err := w.cacheDiffers(rid)
+	if err != nil || !differs {
+		return err
+	}
+	r.repaired = true
+	w.s.met.cacheRepairs.Inc()
+	if err := w.recompute(b, rid, true); err != nil {
+		return err
+	}
+	if w.hidden[rid] {
+		if _, err := w.cPut.exec("idx:hidden/"+rid, "1"); err != nil {
+			return err
+		}
+	}
+	w.startCacheCheck(rid)
+	return nil
+}
+
+// cacheDiffers reports whether the cache's rows of a record are not what
+// truth makes them: its merged values, its index row, its cid rows, or
+// its hidden mark.
+func (w *writer) cacheDiffers(rid string) (bool, error) {
+	want, described, err := w.computeRecord(rid)
+	if err != nil {
+		return false, err
+	}
+	dest := make([]driver.Value, 1)
+	roots, err := w.cGet.one(dest, "idx:roots/"+rid)
+	if err != nil {
+		return false, err
+	}
+	hidden, err := w.cGet.one(dest, "idx:hidden/"+rid)
+	if err != nil {
+		return false, err
+	}
+	if !described {
+		return roots || !hidden, nil
+	}
+	if !roots || hidden {
+		return true, nil
+	}
+	for _, cid := range w.s.groups.cidsOf(rid) {
+		ok, err := w.cGet.one(dest, "cid:"+cid)
+		if err != nil {
+			return false, err
+		}
+		if !ok || asString(dest[0]) != rid {
+			return true, nil
+		}
+	}
+	have, err := w.fields(rid)
+	if err != nil {
+		return false, err
+	}
+	return !maps.Equal(have, want), nil
+}
+
+// startCacheCheck queues every record for a check (see above), unless one
+// is under way.
+func (w *writer) startCacheCheck(rid string) {
+	if w.check != nil {
+		return
+	}
+	q := &w.remerge
+	if !q.pending() {
+		q.floor = w.rebuildSeq - 1 // a stop before the check ends rebuilds the cache
+		q.start = time.Now()
+		q.due = map[string]bool{}
+		q.queue = q.queue[:0]
+	}
+	rids := w.s.groups.rids()
+	for _, r := range rids {
+		if r != rid && !q.due[r] {
+			q.due[r] = true
+			q.queue = append(q.queue, r)
+		}
+	}
+	w.check = &cacheCheck{since: time.Now(), first: rid, total: len(rids)}
+	w.s.met.remerge.Set(float64(len(q.due)))
+	w.publishCheck()
+	w.s.log.Warn("the cache had lost rows of a record (damage on disk?): it was merged again from truth; checking every record, between writes",
+		"record", rid, "records", len(rids))
+}
+
+// checkChunk counts what a chunk of the check wrote back.
+func (w *writer) checkChunk(b *batch) {
+	if w.check != nil {
+		w.check.changed += len(b.events)
+		w.publishCheck()
+	}
+}
+
+// finishCacheCheck ends a check whose queue drained: index rows that name
+// no record go, and the records are counted again.
+func (w *writer) finishCacheCheck() error {
+	c := w.check
+	if c == nil {
+		return nil
+	}
+	w.check = nil
+	defer w.publishCheck()
+	if err := w.c.exec("BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	err := func() error {
+		swept, err := w.sweepIndex()
+		if err != nil {
+			return err
+		}
+		n := int64(0)
+		err = w.c.queryOnce(`SELECT count(*) FROM kv WHERE k >= 'idx:roots/' AND k < 'idx:roots0'`, func(d []driver.Value) error {
+			n = asInt(d[0])
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		w.records = n
+		w.s.log.Info("cache check done: every record agrees with truth again",
+			"records", c.total, "values_written_back", c.changed, "index_rows_removed", swept, "took", time.Since(c.since).Round(time.Millisecond))
+		return w.finishCache(newBatch(w))
+	}()
+	if err != nil {
+		w.rollbackCache()
+		w.cacheBehind = true
+		w.reloadCacheCounters()
+		return err
+	}
+	w.publishStats()
+	return nil
+}
+
+// sweepIndex deletes record index, hidden and cid rows that name no group
+// of truth, or another group than truth's (left over from damaged keys).
+func (w *writer) sweepIndex() (int, error) {
+	var stale []string
+	g := w.s.groups
+	err := w.c.queryOnce(`SELECT k, v FROM kv WHERE (k >= 'idx:roots/' AND k < 'idx:roots0') OR (k >= 'idx:hidden/' AND k < 'idx:hidden0') OR (k >= 'cid:' AND k < 'cid;')`,
+		func(d []driver.Value) error {
+			k := asString(d[0])
+			switch {
+			case strings.HasPrefix(k, "cid:"):
+				if rid, ok := g.ridOf(k[len("cid:"):]); !ok || rid != asString(d[1]) || w.hidden[rid] {
+					stale = append(stale, k)
+				}
+			case strings.HasPrefix(k, "idx:roots/"):
+				if rid := k[len("idx:roots/"):]; len(g.cidsOf(rid)) == 0 || w.hidden[rid] {
+					stale = append(stale, k)
+				}
+			default:
+				if rid := k[len("idx:hidden/"):]; !w.hidden[rid] {
+					stale = append(stale, k)
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range stale {
+		if _, err := w.cDel.exec(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(stale), nil
+}
+
+// publishCheck copies the check's progress for health.
+func (w *writer) publishCheck() {
+	d := &w.s.damage
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w.check == nil {
+		d.check = cacheProgress{}
+		return
+	}
+	d.check = cacheProgress{since: w.check.since, first: w.check.first, total: w.check.total, left: len(w.remerge.due)}
+}
+
+// cacheRepairHealth is nil unless a cache check runs.
+func (s *Store) cacheRepairHealth() error {
+	d := &s.damage
+	d.mu.Lock()
+	c := d.check
+	d.mu.Unlock()
+	if c.since.IsZero() {
+		return nil
+	}
+	return fmt.Errorf("%s lost rows of record %s (found %s: damage on disk?); it was merged again from truth, and every record is being checked the same way, %d of %d left; nothing to do (should it not end, stop the node and delete %s: it is rebuilt at the next start)",
+		filepath.Base(s.cfg.CachePath), c.first, c.since.UTC().Format(time.RFC3339), c.left, c.total, filepath.Base(s.cfg.CachePath))
+}
