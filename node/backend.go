@@ -443,8 +443,10 @@ func (n *Node) Distrust(ctx context.Context, uid string) error {
 }
 
 // Health reports each part's state; the node is degraded when its store
-// cannot answer (or found a damaged page, or cannot write), when its swarm cannot share at all (swarmCheck), or when
-// the watcher's files root is missing.
+// cannot answer (or found a damaged page, or cannot write), when claims
+// found damaged are set aside or the cache is being repaired (integrity),
+// when its swarm cannot share at all (swarmCheck), or when the watcher's
+// files root is missing.
 func (n *Node) Health(ctx context.Context) api.Health {
 	h := api.Health{Status: "ok", Checks: map[string]string{}}
 	// A read that works is not enough: a full disk fails every write
@@ -463,6 +465,12 @@ func (n *Node) Health(ctx context.Context) api.Health {
 		h.Checks["store"] = err.Error()
 	} else {
 		h.Checks["store"] = "ok"
+	}
+	// Claims found damaged and set aside, or a cache repair under way.
+	h.Checks["integrity"] = "ok"
+	if err := n.store.IntegrityHealth(); err != nil {
+		h.Status = "degraded"
+		h.Checks["integrity"] = err.Error()
 	}
 	select {
 	case <-n.store.SyncReady():

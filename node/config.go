@@ -100,6 +100,8 @@ type Config struct {
 	// node next serves (catch-up sends it to peers).
 	StoreOnly bool
 
+	Scrub store.ScrubConfig // the store's background signature check; zero: its defaults
+
 	Logger *slog.Logger // default slog.Default()
 	Now    func() time.Time
 }

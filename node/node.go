@@ -163,6 +163,7 @@ func (n *Node) Open(ctx context.Context) (err error) {
 	}
 	if !n.cfg.StoreOnly {
 		n.wg.Go(n.watchTrust)
+		n.wg.Go(n.watchDamage)
 	}
 	close(n.ready)
 	n.log.Info("node open", "uid", n.identity.UID(), "peer", n.PeerID(), "api", n.APIURL())
@@ -213,6 +214,7 @@ func (n *Node) openStore(ctx context.Context) error {
 		Trust:      n.cfg.Trust,
 		OwnUID:     n.identity.UID(),
 		Now:        n.cfg.Now,
+		Scrub:      n.cfg.Scrub,
 	})
 	if err := st.Open(ctx); err != nil {
 		return err
