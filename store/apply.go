@@ -285,12 +285,16 @@ func (w *writer) dropRecord(b *batch, rid string) error {
 	return w.dropFTS(rid)
 }
 
-// fields reads a record's merged rows from the cache.
+// fields reads a record's merged rows from the cache. A key outside the
+// range can come back when a damaged key sits out of order in the b-tree
+// (a scan checks only its upper bound): it is no row of the record.
 func (w *writer) fields(rid string) (map[string]string, error) {
 	have := map[string]string{}
 	prefix := "file:" + rid + "/"
 	err := w.cRange.query(func(d []driver.Value) error {
-		have[asString(d[0])[len(prefix):]] = asString(d[1])
+		if f, ok := strings.CutPrefix(asString(d[0]), prefix); ok {
+			have[f] = asString(d[1])
+		}
 		return nil
 	}, prefix, "file:"+rid+"0")
 	return have, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -114,6 +115,18 @@ func (w *writer) repairRecord(b *batch, r *request) error {
 	}
 	r.repaired = true
 	w.s.met.cacheRepairs.Inc()
+	if err := w.rewriteRecord(b, rid); err != nil {
+		return err
+	}
+	w.startCacheCheck(rid)
+	return nil
+}
+
+// rewriteRecord merges a record again from truth and reads it back: a
+// record that still differs from what was just written sits on a damaged
+// b-tree (a key out of order ends a scan early, or hides a row from its
+// own upsert), which only a new cache file mends: the next start makes one.
+func (w *writer) rewriteRecord(b *batch, rid string) error {
 	if err := w.recompute(b, rid, true); err != nil {
 		return err
 	}
@@ -122,7 +135,17 @@ func (w *writer) repairRecord(b *batch, r *request) error {
 			return err
 		}
 	}
-	w.startCacheCheck(rid)
+	return w.readBack(rid)
+}
+
+// readBack checks a record just written again (see rewriteRecord).
+func (w *writer) readBack(rid string) error {
+	still, err := w.cacheDiffers(rid)
+	if err != nil || !still {
+		return err
+	}
+	w.markCacheDamaged(fmt.Errorf("record %s of %s reads differently from what was just written to it: its b-tree is damaged: restart the node: the start deletes it and rebuilds it from truth",
+		rid, filepath.Base(w.s.cfg.CachePath)))
 	return nil
 }
 
@@ -188,8 +211,17 @@ func (w *writer) startCacheCheck(rid string) {
 	w.check = &cacheCheck{since: time.Now(), first: rid, total: len(rids)}
 	w.s.met.remerge.Set(float64(len(q.due)))
 	w.publishCheck()
-	w.s.log.Warn("the cache had lost rows of a record (damage on disk?): it was merged again from truth; checking every record, between writes",
+	w.s.log.Warn("the cache disagreed with truth on a record (damage on disk?): it was merged again from truth; checking every record, between writes",
 		"record", rid, "records", len(rids))
+}
+
+// abandonCheck forgets a check whose batch failed (its records, queued,
+// are still re-merged; a failure there ends the queue).
+func (w *writer) abandonCheck() {
+	if w.check != nil {
+		w.check = nil
+		w.publishCheck()
+	}
 }
 
 // checkChunk counts what a chunk of the check wrote back.
@@ -296,6 +328,80 @@ func (s *Store) cacheRepairHealth() error {
 	if c.since.IsZero() {
 		return nil
 	}
-	return fmt.Errorf("%s lost rows of record %s (found %s: damage on disk?); it was merged again from truth, and every record is being checked the same way, %d of %d left; nothing to do (should it not end, stop the node and delete %s: it is rebuilt at the next start)",
+	return fmt.Errorf("%s disagreed with truth on record %s (found %s: damage on disk?); it was merged again from truth, and every record is being checked the same way, %d of %d left; nothing to do (should it not end, delete %s with the node stopped: it is rebuilt at the next start)",
 		filepath.Base(s.cfg.CachePath), c.first, c.since.UTC().Format(time.RFC3339), c.left, c.total, filepath.Base(s.cfg.CachePath))
+}
+
+// The cache's share of the scrub. A read finds only what went missing; a
+// merged value changed on disk reads like any other. So the writer also
+// compares a few records at a time with truth between requests
+// (cacheDiffers), paced like the scrub (every record within
+// ScrubConfig.Period, 1 to MaxRate records a second), and repairs one that
+// differs as a read would have (then every record is checked). It waits
+// while a re-merge queue runs or the cache is behind: records then differ
+// on purpose.
+type cacheScrub struct {
+	timer *time.Timer
+	next  string // the rid after which the next comparison starts
+}
+
+// c is the timer's channel (nil, never ready, when the scrub is off).
+func (c *cacheScrub) c() <-chan time.Time {
+	if c.timer == nil {
+		return nil
+	}
+	return c.timer.C
+}
+
+// startCacheScrub arms the writer's cache comparison.
+func (w *writer) startCacheScrub() {
+	if cfg := w.s.cfg.Scrub; cfg.Period > 0 {
+		w.cscrub.timer = time.NewTimer(cfg.Delay)
+	}
+}
+
+// scrubCacheStep compares the next records with truth and arms the timer
+// for the next step.
+func (w *writer) scrubCacheStep() {
+	wait := scrubTick
+	defer func() { w.cscrub.timer.Reset(wait) }()
+	if w.remerge.pending() || w.cacheBehind || w.check != nil {
+		return
+	}
+	cfg := w.s.cfg.Scrub
+	rids := w.s.groups.rids()
+	rate := min(cfg.MaxRate, max(scrubMinRate, float64(len(rids))/cfg.Period.Seconds()))
+	n := min(scrubPage/4, max(1, int(rate*scrubTick.Seconds())))
+	i, found := slices.BinarySearch(rids, w.cscrub.next)
+	if found {
+		i++
+	}
+	checked := 0
+	for ; checked < n && i < len(rids); checked++ {
+		rid := rids[i]
+		i++
+		w.cscrub.next = rid
+		differs, err := w.cacheDiffers(rid)
+		if err != nil {
+			if isCorrupt(err) {
+				w.markCacheDamaged(explain(false, w.s.cfg.CachePath, err))
+			}
+			w.s.log.Error("cache scrub: reading failed; trying again later", "err", err)
+			wait = scrubRetry
+			return
+		}
+		if differs {
+			w.run([]*request{{kind: reqRepair, rid: rid, done: make(chan struct{})}})
+			checked++
+			break
+		}
+	}
+	w.s.met.scrubRecords.Add(float64(checked))
+	if checked > 0 {
+		wait = time.Duration(float64(checked) / rate * float64(time.Second))
+	}
+	if i >= len(rids) {
+		w.cscrub.next = "" // a pass done: the next starts over
+		wait = max(wait, scrubTick)
+	}
 }

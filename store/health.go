@@ -123,7 +123,7 @@ func explain(truth bool, path string, err error) error {
 		if truth {
 			return damaged(path, err)
 		}
-		return fmt.Errorf("%w: %s is damaged: stop the node and delete it (it is rebuilt from truth at the next start)", err, path)
+		return fmt.Errorf("%w: %s is damaged: restart the node: the start deletes it and rebuilds it from truth", err, path)
 	}
 	return err
 }
@@ -150,6 +150,17 @@ func explainStart(truthPath, cachePath string, err error) error {
 		return &advised{err, fmt.Sprintf("I/O error on %s: check the disk (failing? unmounted?) and start the node again", strings.Join(dirs, " or "))}
 	}
 	return err
+}
+
+// noteCacheDamaged records a cache write SQLite called corrupt: such a
+// page stays broken, so ReadHealth reports it until the restart that
+// rebuilds the cache (the writer marks truth so that the start does).
+func (h *health) noteCacheDamaged(err error, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.damaged == nil {
+		h.damaged = fmt.Errorf("cache writes failing since %s: %w", now.UTC().Format(time.RFC3339), err)
+	}
 }
 
 // explainRead adds what to do to a read error of the truth file that

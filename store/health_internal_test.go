@@ -57,7 +57,7 @@ func TestExplain(t *testing.T) {
 		{false, sqliteFull | 3<<8, "free space there", nil}, // an extended code
 		{true, sqliteIOErr, "check the disk", nil},
 		{true, sqliteCorrupt, "restore truth.db", ErrDamaged},
-		{false, sqliteNotADB, "delete it", nil},
+		{false, sqliteNotADB, "restart the node: the start deletes it", nil},
 		{true, 5, "database or disk is full", nil}, // BUSY: as it is
 	} {
 		err := explain(c.truth, "/data/x.db", sqliteErr(c.code))

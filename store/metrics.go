@@ -23,6 +23,7 @@ type metrics struct {
 	damageFound, damageAside, cacheRepairs  prometheus.Counter
 	quarantined                             prometheus.Gauge
 	scrubChecked, scrubDamaged, scrubPasses prometheus.Counter
+	scrubRecords                            prometheus.Counter
 	scrubPass, scrubRate                    prometheus.Gauge
 }
 
@@ -76,7 +77,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.claims, m.queue, m.commit, m.batch, m.events, m.subs, m.behind, m.remerge, m.truthCommits,
 			m.searches, m.searchRefused, m.searchRows,
 			m.damageFound, m.damageAside, m.cacheRepairs, m.quarantined,
-			m.scrubChecked, m.scrubDamaged, m.scrubPasses, m.scrubPass, m.scrubRate)
+			m.scrubChecked, m.scrubDamaged, m.scrubPasses, m.scrubPass, m.scrubRate, m.scrubRecords)
 	}
 	return m
 }
@@ -100,4 +101,5 @@ func (m *metrics) addDamage() {
 	m.scrubPasses = counter("metanode_store_scrub_passes_total", "Scrub passes over every claim completed.")
 	m.scrubPass = gauge("metanode_store_scrub_pass_ratio", "How far the scrub's current pass is, 0 to 1.")
 	m.scrubRate = gauge("metanode_store_scrub_rate", "Claims a second the scrub paces itself to.")
+	m.scrubRecords = counter("metanode_store_scrub_records_total", "Records whose cache rows the scrub compared with truth.")
 }

@@ -79,6 +79,10 @@ func (s *Store) record(ctx context.Context, h, as string) (Record, error) {
 		return Record{}, fmt.Errorf("record %s: %w", h, err)
 	}
 	rec := Record{Fields: map[string]string{}}
+	want := h // the rows' rid; a damaged key can bring another's (cacherepair.go)
+	if !IsRID(h) {
+		want, _ = s.groups.ridOf(h)
+	}
 	for rows.Next() {
 		var k, v string
 		if err := rows.Scan(&k, &v); err != nil {
@@ -86,7 +90,7 @@ func (s *Store) record(ctx context.Context, h, as string) (Record, error) {
 			return Record{}, fmt.Errorf("record %s: %w", h, err)
 		}
 		rid, field, ok := splitFieldKey(k)
-		if !ok {
+		if !ok || (want != "" && rid != want) {
 			continue
 		}
 		rec.RID = rid

@@ -158,8 +158,15 @@ func (w *writer) remergeNext() {
 			return err
 		}
 		for _, rid := range rids {
+			n := len(b.events)
 			if err := w.recompute(b, rid, true); err != nil {
 				return err
+			}
+			if w.check != nil && len(b.events) > n {
+				// A cache check repaired it: read it back (cacherepair.go).
+				if err := w.readBack(rid); err != nil {
+					return err
+				}
 			}
 		}
 		return w.finishCache(b)

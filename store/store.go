@@ -237,7 +237,11 @@ func (s *Store) open(ctx context.Context) (err error) {
 		return fmt.Errorf("open truth: %w", damaged(truthPath, err))
 	}
 
-	// Cache: a file of another layout is derived data; start it over.
+	// Cache: a file of another layout, or one the last run found damaged,
+	// is derived data; start it over.
+	if err := s.dropDamagedCache(ctx, tconn, cachePath); err != nil {
+		return fmt.Errorf("open cache: %w", err)
+	}
 	cconn, err := s.openCache(ctx, cachePath)
 	if err != nil {
 		return fmt.Errorf("open cache: %w", err)
@@ -350,6 +354,25 @@ func (s *Store) openCache(ctx context.Context, path string) (*sql.Conn, error) {
 			return nil, err
 		}
 	}
+}
+
+// dropDamagedCache deletes a cache the last run found damaged (truth's
+// meta cache_damaged, see markCacheDamaged): it is rebuilt from truth.
+func (s *Store) dropDamagedCache(ctx context.Context, c *sql.Conn, path string) error {
+	var at string
+	err := c.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = 'cache_damaged'`).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Warn("the cache was found damaged while the node ran; deleting it, it is rebuilt from truth", "cache", path, "found", at)
+	if err := removeDBFiles(path); err != nil {
+		return err
+	}
+	_, err = c.ExecContext(ctx, `DELETE FROM meta WHERE name = 'cache_damaged'`)
+	return err
 }
 
 // Close stops the writer, waits for it and closes the databases.

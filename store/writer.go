@@ -94,6 +94,7 @@ type writer struct {
 	remerge             remergeQueue        // records a trust change has yet to re-merge (remerge.go)
 	dmg                 writerDamage        // the quarantine and damaged rows (damage.go)
 	check               *cacheCheck         // a cache repair under way (cacherepair.go)
+	cscrub              cacheScrub          // the scrub's comparison of records with truth (cacherepair.go)
 
 	ev map[Stream]*evState
 
@@ -259,6 +260,12 @@ func (w *writer) flushKV() error {
 // MaxBatch claims; a Clear runs alone.
 func (w *writer) loop() {
 	s := w.s
+	w.startCacheScrub()
+	defer func() {
+		if w.cscrub.timer != nil {
+			w.cscrub.timer.Stop()
+		}
+	}()
 	for {
 		// A trust change's re-merge runs a chunk per round; requests
 		// queued meanwhile go between chunks.
@@ -282,6 +289,9 @@ func (w *writer) loop() {
 			return
 		case first = <-s.reqs:
 		case <-s.damage.wake:
+			continue
+		case <-w.cscrub.c():
+			w.scrubCacheStep()
 			continue
 		}
 		batch := []*request{first}
@@ -368,6 +378,7 @@ func (w *writer) run(reqs []*request) {
 	}
 	if err := w.applyPhase(b, reqs); err != nil {
 		w.rollbackCache()
+		w.abandonCheck()
 		w.cacheBehind = true
 		w.syncPending = append(w.syncPending, ops...) // applied once the catch-up commits
 		w.reloadCacheCounters()
@@ -421,9 +432,24 @@ func (w *writer) failed(truth bool, err error) error {
 	if truth {
 		path = w.truthPath
 	}
+	corrupt := !truth && isCorrupt(err)
 	err = explain(truth, path, err)
 	w.s.health.noteWrite(err, time.Now())
+	if corrupt {
+		w.markCacheDamaged(err)
+	}
 	return err
+}
+
+// markCacheDamaged has the next start delete the cache and rebuild it
+// (meta cache_damaged in truth, read by Open): a page SQLite calls corrupt
+// stays so, and neither a catch-up nor a rebuild in place can be trusted
+// on it. Health says so until then.
+func (w *writer) markCacheDamaged(err error) {
+	w.s.health.noteCacheDamaged(err, time.Now())
+	if _, merr := w.tSetMeta.exec("cache_damaged", time.Now().UTC().Format(time.RFC3339)); merr != nil {
+		w.s.log.Error("marking the damaged cache for a rebuild at the next start", "err", merr)
+	}
 }
 
 // committed clears the failing state after a commit.
