@@ -362,6 +362,7 @@ func (w *writer) computeRecord(rid string) (map[string]string, bool, error) {
 			k, pid := asString(d[0]), asInt(d[1])
 			r := rowFromValue(pid, d[2], asInt(d[3]), asID(d[4]))
 			if !w.s.checked(cid, k, &r) {
+				w.dmg.seen++
 				return nil // damaged: never merged (damage.go)
 			}
 			if len(pids) == 0 || pids[len(pids)-1] != pid {

@@ -151,10 +151,13 @@ func (w *writer) readBack(rid string) error {
 
 // cacheDiffers reports whether the cache's rows of a record are not what
 // truth makes them: its merged values, its index row, its cid rows, or
-// its hidden mark.
+// its hidden mark. A record of which truth has a damaged row is not the
+// cache's fault: that row is being set aside, and the record merged again
+// without it (damage.go); it counts as agreeing.
 func (w *writer) cacheDiffers(rid string) (bool, error) {
+	seen := w.dmg.seen
 	want, described, err := w.computeRecord(rid)
-	if err != nil {
+	if err != nil || w.dmg.seen != seen {
 		return false, err
 	}
 	dest := make([]driver.Value, 1)
@@ -208,7 +211,7 @@ func (w *writer) startCacheCheck(rid string) {
 			q.queue = append(q.queue, r)
 		}
 	}
-	w.check = &cacheCheck{since: time.Now(), first: rid, total: len(rids)}
+	w.check = &cacheCheck{since: time.Now(), first: rid, total: len(rids)} // ended by the writer loop once the queue is empty
 	w.s.met.remerge.Set(float64(len(q.due)))
 	w.publishCheck()
 	w.s.log.Warn("the cache disagreed with truth on a record (damage on disk?): it was merged again from truth; checking every record, between writes",
@@ -232,19 +235,20 @@ func (w *writer) checkChunk(b *batch) {
 	}
 }
 
-// finishCacheCheck ends a check whose queue drained: index rows that name
-// no record go, and the records are counted again.
-func (w *writer) finishCacheCheck() error {
+// finishCacheCheck ends a check whose queue drained (the writer loop calls
+// it): index rows that name no record go, and the records are counted
+// again.
+func (w *writer) finishCacheCheck() {
 	c := w.check
 	if c == nil {
-		return nil
+		return
 	}
 	w.check = nil
 	defer w.publishCheck()
-	if err := w.c.exec("BEGIN IMMEDIATE"); err != nil {
-		return err
-	}
 	err := func() error {
+		if err := w.c.exec("BEGIN IMMEDIATE"); err != nil {
+			return err
+		}
 		swept, err := w.sweepIndex()
 		if err != nil {
 			return err
@@ -266,10 +270,11 @@ func (w *writer) finishCacheCheck() error {
 		w.rollbackCache()
 		w.cacheBehind = true
 		w.reloadCacheCounters()
-		return err
+		w.s.log.Error("cache check: its last step failed; the cache is caught up with the next write", "err", w.failed(false, err))
+		return
 	}
+	w.committed()
 	w.publishStats()
-	return nil
 }
 
 // sweepIndex deletes record index, hidden and cid rows that name no group

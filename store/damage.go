@@ -41,6 +41,7 @@ type writerDamage struct {
 	aside    map[damageRef]asideRow
 	unmoved  map[damageRef]bool
 	repaired int
+	seen     int // damaged rows a merge from truth left out (computeRecord)
 }
 
 // damageRef names a truth row by its primary key.

@@ -535,3 +535,22 @@ func TestCache_ScatteredFlips(t *testing.T) {
 	}
 	t.Logf("%d of 8 damaged caches needed a restart", damaged)
 }
+
+// TestCache_LoneRecordRepaired: the check after a repair ends even when
+// the repaired record was the only one (nothing else to queue).
+func TestCache_LoneRecordRepaired(t *testing.T) {
+	tp, cp := paths(t)
+	cfg := store.Config{TruthPath: tp, CachePath: cp, Scrub: store.ScrubConfig{Period: -1}}
+	s := reopen(t, cfg)
+	submit(t, s, storetest.Signer(1).Text(cidA, "title", "Heat", uint64(testNow().UnixMilli())))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	execDB(t, cp, `DELETE FROM kv WHERE k = ?`, "cid:"+cidA)
+	s = reopen(t, cfg)
+	defer s.Close()
+	if v := record(t, s, cidA).Fields["title"]; v != "Heat" {
+		t.Fatalf("title %q", v)
+	}
+	waitFor(t, "the check ended", s.IntegrityHealth)
+}

@@ -188,8 +188,6 @@ func (w *writer) remergeNext() {
 	if !q.pending() {
 		if w.check == nil {
 			w.s.log.Info("trust change re-merged", "took", time.Since(q.start).Round(time.Millisecond))
-		} else if err := w.finishCacheCheck(); err != nil {
-			w.s.log.Error("cache check: its last step failed; the cache will be rebuilt", "err", w.failed(false, err))
 		}
 		w.endRemerge(nil)
 	}
@@ -201,9 +199,8 @@ func (w *writer) endRemerge(err error) {
 	clear(q.due)
 	q.queue = q.queue[:0]
 	w.s.met.remerge.Set(0)
-	if w.check != nil {
-		w.check = nil // failed: the cache is rebuilt in full, or at the next start
-		w.publishCheck()
+	if err != nil {
+		w.abandonCheck() // the cache is rebuilt in full, or at the next start
 	}
 	reply(q.hold, err)
 	q.hold = nil

@@ -278,6 +278,9 @@ func (w *writer) loop() {
 		if !w.remerge.pending() && len(w.remerge.hold) > 0 {
 			w.endRemerge(w.behindErr()) // the queue emptied another way (a rebuild)
 		}
+		if w.check != nil && !w.remerge.pending() && !w.cacheBehind && s.ctx.Err() == nil {
+			w.finishCacheCheck() // every record checked (cacherepair.go)
+		}
 		if s.ctx.Err() == nil {
 			w.runDamage() // rows reported damaged, by readers or by this writer's merges
 		}
