@@ -208,28 +208,8 @@ func loadedStore(b *testing.B, d *storetest.Dataset) *store.Store {
 		b.Fatal(err)
 	}
 	// Load without verifying: the reads are measured, not the ingest.
-	ctx := context.Background()
-	batches := make(chan []store.Claim, 8)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for cs := range batches {
-				if _, err := st.Submit(ctx, cs, store.SubmitOptions{Verified: true}); err != nil {
-					b.Error(err)
-				}
-			}
-		})
-	}
 	t0 := time.Now()
-	err := d.Each(2000, func(cs []store.Claim) error {
-		batches <- slices.Clone(cs)
-		return nil
-	})
-	close(batches)
-	wg.Wait()
-	if err != nil {
-		b.Fatal(err)
-	}
+	storetest.Load(b, st, d)
 	b.Logf("loaded %d claims in %s", d.N, time.Since(t0).Round(time.Millisecond))
 	if err := st.Close(); err != nil {
 		b.Fatal(err)

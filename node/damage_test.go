@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,25 +14,8 @@ import (
 
 	"github.com/metanode/metanode/node"
 	"github.com/metanode/metanode/store"
+	"github.com/metanode/metanode/store/storetest"
 )
-
-// flipInFile flips one bit in the middle of the only occurrence of what in
-// a stopped node's file, as a failing disk would.
-func flipInFile(t *testing.T, path string, what []byte) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytes.Index(b, what)
-	if i < 0 || bytes.Index(b[i+1:], what) >= 0 {
-		t.Fatalf("%q is not in %s exactly once", what, path)
-	}
-	b[i+len(what)/2] ^= 0x04
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // noSwarmErrors fails when a node's swarm reports a problem.
 func noSwarmErrors(t *testing.T, name string, n *node.Node) {
@@ -74,7 +56,7 @@ func TestDamage_PeerNeverGetsTheDamagedClaim(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	flipInFile(t, filepath.Join(cfgA.DataDir, node.TruthFile), year.Value)
+	storetest.FlipBit(t, filepath.Join(cfgA.DataDir, node.TruthFile), year.Value)
 	flipped := bytes.Clone(year.Value)
 	flipped[len(flipped)/2] ^= 0x04
 
@@ -134,7 +116,7 @@ func TestDamage_RefetchedFromPeer(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	flipInFile(t, filepath.Join(cfgA.DataDir, node.TruthFile), year.Value)
+	storetest.FlipBit(t, filepath.Join(cfgA.DataDir, node.TruthFile), year.Value)
 
 	cfgA.Bootstrap = b.Addrs()[:1] // A listens on a new port: it dials B
 	a = openNode(t, cfgA)

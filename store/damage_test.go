@@ -39,24 +39,6 @@ func damageFixture(t *testing.T) (store.Config, store.Claim) {
 	return cfg, year
 }
 
-// flipFileByte flips one bit of the only occurrence of what in a closed
-// database file, as a failing disk would.
-func flipFileByte(t *testing.T, path string, what []byte) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytes.Index(b, what)
-	if i < 0 || bytes.Index(b[i+1:], what) >= 0 {
-		t.Fatalf("%q is not in %s exactly once", what, path)
-	}
-	b[i+len(what)/2] ^= 0x04
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // execDB runs a statement on a closed store's database file.
 func execDB(t *testing.T, path, q string, args ...any) {
 	t.Helper()
@@ -115,7 +97,7 @@ func served(t *testing.T, s *store.Store, c store.Claim) (inRange, byItem, fetch
 // sync would), takes its place and clears the health.
 func TestDamage_FlippedValue(t *testing.T) {
 	cfg, year := damageFixture(t)
-	flipFileByte(t, cfg.TruthPath, year.Value)
+	storetest.FlipBit(t, cfg.TruthPath, year.Value)
 	for _, p := range []string{cfg.CachePath, cfg.CachePath + "-wal", cfg.CachePath + "-shm"} {
 		_ = os.Remove(p) // the rebuild at Open reads every row
 	}
@@ -190,7 +172,7 @@ func TestDamage_FlippedValue(t *testing.T) {
 // it.
 func TestDamage_ServedRowFound(t *testing.T) {
 	cfg, year := damageFixture(t)
-	flipFileByte(t, cfg.TruthPath, year.Value)
+	storetest.FlipBit(t, cfg.TruthPath, year.Value)
 	s := reopen(t, cfg)
 	defer s.Close()
 	if _, byItem, _ := served(t, s, year); byItem {
@@ -213,7 +195,7 @@ func TestDamage_ServedRowFound(t *testing.T) {
 // the quarantine.
 func TestDamage_NewerClaimOverDamagedRow(t *testing.T) {
 	cfg, year := damageFixture(t)
-	flipFileByte(t, cfg.TruthPath, year.Value)
+	storetest.FlipBit(t, cfg.TruthPath, year.Value)
 	s := reopen(t, cfg)
 	defer s.Close()
 	newer := storetest.Signer(1).Text(cidA, "year", "1996", year.TS+1)
@@ -252,11 +234,12 @@ func TestDamage_FlippedID(t *testing.T) {
 		if _, byItem, _ := served(t, s, year); !byItem {
 			return errors.New("not served under its real id")
 		}
+		// The sync set follows the cache commit, a moment after truth's.
+		if !s.SyncSet().Has(store.SyncItem{TS: year.TS, ID: year.ID()}) || s.SyncSet().Has(store.SyncItem{TS: year.TS, ID: bad}) {
+			return errors.New("the sync set does not hold the real id instead of the damaged one")
+		}
 		return nil
 	})
-	if !s.SyncSet().Has(store.SyncItem{TS: year.TS, ID: year.ID()}) || s.SyncSet().Has(store.SyncItem{TS: year.TS, ID: bad}) {
-		t.Fatal("the sync set does not hold the real id instead of the damaged one")
-	}
 	if h := s.IntegrityHealth(); h != nil {
 		t.Fatalf("IntegrityHealth %v after a repair", h)
 	}
@@ -267,7 +250,7 @@ func TestDamage_FlippedID(t *testing.T) {
 // aside, and counts its progress in the metrics.
 func TestDamage_ScrubFindsFlippedSig(t *testing.T) {
 	cfg, year := damageFixture(t)
-	flipFileByte(t, cfg.TruthPath, year.Sig[:])
+	storetest.FlipBit(t, cfg.TruthPath, year.Sig[:])
 	reg := prometheus.NewRegistry()
 	cfg.Registerer = reg
 	cfg.Scrub = store.ScrubConfig{Period: time.Millisecond, MaxRate: 1e6, Delay: time.Millisecond}
@@ -301,7 +284,7 @@ func TestDamage_ScrubFindsFlippedSig(t *testing.T) {
 // node asks its peers again.
 func TestDamage_QuarantineSurvivesRestart(t *testing.T) {
 	cfg, year := damageFixture(t)
-	flipFileByte(t, cfg.TruthPath, year.Value)
+	storetest.FlipBit(t, cfg.TruthPath, year.Value)
 	s := reopen(t, cfg)
 	served(t, s, year)
 	waitFor(t, "set aside", func() error {
@@ -325,6 +308,30 @@ func TestDamage_QuarantineSurvivesRestart(t *testing.T) {
 	}
 }
 
+// recordsFixture writes and closes a store of the n-claim reference
+// dataset, and returns its config (the scrub off, logs from level), every
+// record as read then, and their rids.
+func recordsFixture(t *testing.T, n int, level slog.Level) (store.Config, map[string]store.Record, []string) {
+	t.Helper()
+	tp, cp := paths(t)
+	cfg := store.Config{TruthPath: tp, CachePath: cp, Trust: store.TrustOpen, Now: testNow,
+		Logger: storetest.Logger(t, level), Scrub: store.ScrubConfig{Period: -1}}
+	s := reopen(t, cfg)
+	storetest.Load(t, s, storetest.Fixture(t, n))
+	want := map[string]store.Record{}
+	rids, err := s.RIDs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rid := range rids {
+		want[rid] = record(t, s, rid)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, want, rids
+}
+
 // TestCache_LostRowsComeBack: scattered damage in cache.db (rows of five
 // records lost or changed, stray index rows; SQL edits, so that SQLite
 // itself sees nothing wrong) made acknowledged cids 404 with the health
@@ -333,25 +340,12 @@ func TestDamage_QuarantineSurvivesRestart(t *testing.T) {
 // IntegrityHealth says while it runs, and afterwards every record, the
 // listing and its count read as before the damage.
 func TestCache_LostRowsComeBack(t *testing.T) {
-	tp, cp := paths(t)
-	cfg := store.Config{TruthPath: tp, CachePath: cp, Trust: store.TrustOpen, Now: testNow,
-		Logger: storetest.Logger(t, slog.LevelError), Scrub: store.ScrubConfig{Period: -1}}
+	cfg, want, rids := recordsFixture(t, 200, slog.LevelError)
+	if len(rids) < 6 {
+		t.Fatalf("%d records: the fixture needs six", len(rids))
+	}
+	cp := cfg.CachePath
 	s := reopen(t, cfg)
-	claims, err := storetest.Fixture(t, 200).Claims()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Submit(ctx, claims, store.SubmitOptions{Verified: true}); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]store.Record{}
-	rids, err := s.RIDs(ctx)
-	if err != nil || len(rids) < 6 {
-		t.Fatalf("%d records, %v: the fixture needs six", len(rids), err)
-	}
-	for _, rid := range rids {
-		want[rid] = record(t, s, rid)
-	}
 	list, total, err := s.List(ctx, 0, 10000)
 	if err != nil {
 		t.Fatal(err)
@@ -446,33 +440,12 @@ func TestCache_ScrubFindsChangedValue(t *testing.T) {
 // restart, which rebuilds it, brings every record back): never a wrong or
 // missing record with the health ok.
 func TestCache_ScatteredFlips(t *testing.T) {
-	tp, cp := paths(t)
-	cfg := store.Config{TruthPath: tp, CachePath: cp, Trust: store.TrustOpen, Now: testNow,
-		Logger: storetest.Logger(t, slog.LevelError+1), Scrub: store.ScrubConfig{Period: -1}}
-	s := reopen(t, cfg)
-	claims, err := storetest.Fixture(t, 2000).Claims()
+	cfg, want, rids := recordsFixture(t, 2000, slog.LevelError+1)
+	truth, err := os.ReadFile(cfg.TruthPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Submit(ctx, claims, store.SubmitOptions{Verified: true}); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]store.Record{}
-	rids, err := s.RIDs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rid := range rids {
-		want[rid] = record(t, s, rid)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	truth, err := os.ReadFile(tp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache, err := os.ReadFile(cp)
+	cache, err := os.ReadFile(cfg.CachePath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +27,7 @@ func BenchmarkScrub(b *testing.B) {
 	d := storetest.Fixture(b, n)
 	limit, verifyCPU := verifyRate(b, d, false)
 	tp, cp := loadScrubStore(b, d)
-	b.Logf("load %s; plain verification limit %.0f/s (%.0f µs CPU each)", loadAvg(), limit, float64(verifyCPU.Microseconds()))
+	b.Logf("load %s; plain verification limit %.0f/s (%.0f µs CPU each)", storetest.LoadAvg(), limit, float64(verifyCPU.Microseconds()))
 
 	open := func(sc store.ScrubConfig) (*store.Store, *prometheus.Registry) {
 		reg := prometheus.NewRegistry()
@@ -88,7 +85,7 @@ func BenchmarkScrub(b *testing.B) {
 		share := (cpuTime() - c0).Seconds() / w / float64(runtime.NumCPU())
 		b.Logf("default pace, window %d: %.1f claims/s (paced to %.1f: a pass over %d claims in %.1f h), CPU %.3f%% of %d cores; load %s",
 			i+1, pace, value(reg, "metanode_store_scrub_rate"), n, float64(n)/value(reg, "metanode_store_scrub_rate")/3600,
-			100*share, runtime.NumCPU(), loadAvg())
+			100*share, runtime.NumCPU(), storetest.LoadAvg())
 		b.ReportMetric(100*share, fmt.Sprintf("cpu%%-w%d", i+1))
 	}
 }
@@ -112,41 +109,9 @@ func loadScrubStore(b *testing.B, d *storetest.Dataset) (truth, cache string) {
 	if err := s.Open(ctx); err != nil {
 		b.Fatal(err)
 	}
-	batches := make(chan []store.Claim, 8)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for cs := range batches {
-				if _, err := s.Submit(ctx, cs, store.SubmitOptions{Verified: true}); err != nil {
-					b.Error(err)
-				}
-			}
-		})
-	}
-	err := d.Each(2000, func(cs []store.Claim) error {
-		batches <- slices.Clone(cs)
-		return nil
-	})
-	close(batches)
-	wg.Wait()
-	if err != nil {
-		b.Fatal(err)
-	}
+	storetest.Load(b, s, d)
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}
 	return truth, cache
-}
-
-// loadAvg is the machine's load average (1, 5, 15 minutes).
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
