@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 )
@@ -374,18 +373,13 @@ func (w *writer) scrubCacheStep() {
 		return
 	}
 	cfg := w.s.cfg.Scrub
-	rids := w.s.groups.rids()
-	rate := min(cfg.MaxRate, max(scrubMinRate, float64(len(rids))/cfg.Period.Seconds()))
+	rate := min(cfg.MaxRate, max(scrubMinRate, float64(w.records+int64(len(w.hidden)))/cfg.Period.Seconds()))
 	n := min(scrubPage/4, max(1, int(rate*scrubTick.Seconds())))
-	i, found := slices.BinarySearch(rids, w.cscrub.next)
-	if found {
-		i++
-	}
+	rids := w.s.groups.ridsAfter(w.cscrub.next, n)
 	checked := 0
-	for ; checked < n && i < len(rids); checked++ {
-		rid := rids[i]
-		i++
+	for _, rid := range rids {
 		w.cscrub.next = rid
+		checked++
 		differs, err := w.cacheDiffers(rid)
 		if err != nil {
 			if isCorrupt(err) {
@@ -397,7 +391,6 @@ func (w *writer) scrubCacheStep() {
 		}
 		if differs {
 			w.run([]*request{{kind: reqRepair, rid: rid, done: make(chan struct{})}})
-			checked++
 			break
 		}
 	}
@@ -405,7 +398,7 @@ func (w *writer) scrubCacheStep() {
 	if checked > 0 {
 		wait = time.Duration(float64(checked) / rate * float64(time.Second))
 	}
-	if i >= len(rids) {
+	if len(rids) < n {
 		w.cscrub.next = "" // a pass done: the next starts over
 		wait = max(wait, scrubTick)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -24,5 +25,29 @@ func TestRuntimeRebuild_RetriedAfterFailure(t *testing.T) {
 	}
 	if rec, err := s.Record(ctx, testCID(82), ""); err != nil || rec.Fields["cids/"+testCID(81)] != "true" {
 		t.Fatalf("after the rebuild: %+v, %v", rec, err)
+	}
+}
+
+// TestGroups_RidsAfter: the scrub's cursor walks every rid once, in order.
+func TestGroups_RidsAfter(t *testing.T) {
+	g := newGroups()
+	var want []string
+	for i := range 100 {
+		rid := NewRID()
+		g.add(testCID(i), rid)
+		want = append(want, rid)
+	}
+	slices.Sort(want)
+	var got []string
+	for after := ""; ; {
+		page := g.ridsAfter(after, 7)
+		got = append(got, page...)
+		if len(page) < 7 {
+			break
+		}
+		after = page[len(page)-1]
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("walked %d rids, want %d in order", len(got), len(want))
 	}
 }

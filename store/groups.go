@@ -95,6 +95,26 @@ func (g *groups) rids() []string {
 	return out
 }
 
+// ridsAfter returns up to n rids after the given one, in order: a cursor
+// over the groups that costs one pass over the map and no sorted copy of
+// every rid (the scrub's, cacherepair.go).
+func (g *groups) ridsAfter(after string, n int) []string {
+	out := make([]string, 0, n+1)
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	for r := range g.cids {
+		if r <= after || (len(out) == n && r >= out[n-1]) {
+			continue
+		}
+		i, _ := slices.BinarySearch(out, r)
+		out = slices.Insert(out, i, r)
+		if len(out) > n {
+			out = out[:n]
+		}
+	}
+	return out
+}
+
 // reset replaces the content (after a load from truth).
 func (g *groups) reset(rid map[string]string) {
 	cids := make(map[string][]string, len(rid))
