@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -116,7 +117,7 @@ func (c *cli) importCmd(ctx context.Context, args []string) error {
 	if rep.Seconds == 0 { // it stopped before importing began: no report
 		return err
 	}
-	if perr := c.finishImport(rep); err == nil {
+	if perr := c.finishImport(rep, im.untrusted); err == nil {
 		err = perr
 	}
 	return err
@@ -124,14 +125,14 @@ func (c *cli) importCmd(ctx context.Context, args []string) error {
 
 // finishImport prints the report (of a run that stopped too: complete is
 // false) and a summary of what was not imported.
-func (c *cli) finishImport(rep *importReport) error {
+func (c *cli) finishImport(rep *importReport, untrusted []string) error {
 	if err := c.printJSON(rep); err != nil {
 		return err
 	}
 	bad, nc := rep.problems()
 	if bad+nc+rep.Stored.Rejected > 0 {
-		fmt.Fprintf(c.stderr, "metanode import: %s inputs not imported as bad input, %s values a claim cannot carry, %s claims rejected by the node: see the report's badInput, notCarried and rejected\n",
-			group(bad), group(nc), group(rep.Stored.Rejected))
+		fmt.Fprintf(c.stderr, "metanode import: %s inputs not imported as bad input, %s values a claim cannot carry, %s claims rejected by the node: see the report's badInput, notCarried and rejected%s\n",
+			group(bad), group(nc), group(rep.Stored.Rejected), trustHint(untrusted))
 	}
 	return nil
 }
@@ -243,7 +244,8 @@ type importer struct {
 	save  func(cursor string) error // records the cursor once a batch is stored
 	prog  *progress
 
-	retried bool // the import key was trusted after the node refused it
+	retried   bool     // the import key was trusted after the node refused it
+	untrusted []string // signers of a v2 truth the node refused as untrusted
 }
 
 // run imports from cursor ("" from the start) to the source's end.
@@ -396,6 +398,9 @@ func (im *importer) tally(claims []store.Claim, res []importResult) {
 			im.rep.mu.Lock()
 			im.rep.Rejected.note(r.slug, "the node refused these claims", ex)
 			im.rep.mu.Unlock()
+			if r.slug == untrustedSlug && i < len(claims) && !slices.Contains(im.untrusted, claims[i].UID) {
+				im.untrusted = append(im.untrusted, claims[i].UID)
+			}
 		}
 	}
 }

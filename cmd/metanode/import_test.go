@@ -89,6 +89,16 @@ func TestImport_RedisHash(t *testing.T) {
 	if again.Stored.Accepted != 0 || again.Stored.Stale != 0 || again.Stored.Unchanged != rep.Stored.Accepted || again.SessionTS != rep.SessionTS {
 		t.Fatalf("a second run: %+v, want every claim unchanged (first: %+v)", again.Stored, rep.Stored)
 	}
+	// The old core wrote since: --fresh signs a newer session, whose
+	// changed value replaces the imported one.
+	lib[0].fields["title"] = "Inception (2010)"
+	if err := rdb.HSet(ctx, "file:"+lib[0].mid, "title", lib[0].fields["title"]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := importRun(t, env, 0, "--from-redis", url, "--data", data, "--fresh")
+	if fresh.SessionTS <= rep.SessionTS || fresh.Stored.Accepted != 1 || fresh.Stored.Rejected != 0 {
+		t.Fatalf("--fresh: session %d after %d, %+v: want one value changed", fresh.SessionTS, rep.SessionTS, fresh.Stored)
+	}
 	n := openImported(t, data)
 	base := n.APIURL()
 	checkLibrary(t, base, lib, false)
