@@ -114,7 +114,7 @@ func (c *cli) importCmd(ctx context.Context, args []string) error {
 	} else {
 		err = c.importInto(ctx, im, o, tgt)
 	}
-	if rep.Seconds == 0 { // it stopped before importing began: no report
+	if !im.started { // it stopped before importing began: no report
 		return err
 	}
 	if perr := c.finishImport(rep, im.untrusted); err == nil {
@@ -244,13 +244,14 @@ type importer struct {
 	save  func(cursor string) error // records the cursor once a batch is stored
 	prog  *progress
 
+	started   bool     // run began: there is a report to print
 	retried   bool     // the import key was trusted after the node refused it
 	untrusted []string // signers of a v2 truth the node refused as untrusted
 }
 
 // run imports from cursor ("" from the start) to the source's end.
 func (im *importer) run(ctx context.Context, cursor string, prog *progress) error {
-	im.prog = prog
+	im.prog, im.started = prog, true
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	read := make(chan *importBatch, 2)
