@@ -156,10 +156,12 @@ type aliasIndex struct {
 	lister map[string]string   // cid → the first record listing it
 	more   map[string][]string // cid → every record listing it, once two do
 	told   map[string]bool     // conflicts already in the report
+	gone   map[string]bool     // records the index names that have no keys: owners of nothing
 }
 
 func newAliasIndex() *aliasIndex {
-	return &aliasIndex{owner: map[string]string{}, lister: map[string]string{}, more: map[string][]string{}, told: map[string]bool{}}
+	return &aliasIndex{owner: map[string]string{}, lister: map[string]string{}, more: map[string][]string{},
+		told: map[string]bool{}, gone: map[string]bool{}}
 }
 
 // own records that the layout's index names rec as cid's record.
@@ -189,7 +191,7 @@ func (a *aliasIndex) keep(rec string, cids []string, rep *importReport) []string
 		if slices.Contains(out, c) {
 			continue
 		}
-		if o, ok := a.owner[c]; ok && o != rec {
+		if o, ok := a.owner[c]; ok && o != rec && !a.gone[o] {
 			a.tell(c, rep, fmt.Sprintf("%s: the index names record %s; record %s lists it too (linked to %s only)", c, o, rec, o))
 			continue
 		}

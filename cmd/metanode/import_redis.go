@@ -64,6 +64,7 @@ type redisSource struct {
 // flatRec is a record of the flat layout as the first pass found it.
 type flatRec struct {
 	cids []string // every content id it lists or the index names it by
+	keys int      // its file:<rid>/… keys: none for a rid only cid: keys name
 	rec  legacyRec
 }
 
@@ -430,6 +431,7 @@ func (s *redisSource) indexFlat(ctx context.Context) error {
 				continue
 			}
 			r := s.flatRecord(rid)
+			r.keys++
 			s.units.Add(1)
 			switch {
 			case field == "cids":
@@ -535,6 +537,13 @@ func (s *redisSource) flatSets(ctx context.Context, keys []string) error {
 // resolveFlat settles each record's content ids and primary cid, and
 // returns the rids of the records that have one, sorted.
 func (s *redisSource) resolveFlat() []string {
+	for rid, r := range s.flat {
+		if r.keys == 0 { // the old core answered 404 for such a cid
+			s.rep.skip(skipDangling, printable(rid))
+			s.aliases.gone[rid] = true
+			delete(s.flat, rid)
+		}
+	}
 	rids := make([]string, 0, len(s.flat))
 	for rid, r := range s.flat {
 		cids := s.aliases.keep(rid, r.cids, s.rep)

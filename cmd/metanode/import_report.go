@@ -107,10 +107,11 @@ const (
 	ncType        = "unsupported-type"
 	ncUDL         = "user-data"
 
-	skipDerived = "derived"
-	skipEvents  = "events"
-	skipScratch = "scratch"
-	skipSchema  = "schema-version"
+	skipDerived  = "derived"
+	skipEvents   = "events"
+	skipScratch  = "scratch"
+	skipSchema   = "schema-version"
+	skipDangling = "dangling-alias"
 )
 
 var reasonWhy = map[string]string{
@@ -130,10 +131,11 @@ var reasonWhy = map[string]string{
 	ncType:        "a value of a type no field holds (sorted set, stream)",
 	ncUDL:         "user data layer cells, signed by their accounts' keys in a format the node does not read",
 
-	skipDerived: "derived data the node computes itself (indexes, counters, canonical_cid)",
-	skipEvents:  "event streams: consumers take a snapshot of the node instead",
-	skipScratch: "services' scratch keys: caches the services fill again, not metadata",
-	skipSchema:  "the layout's schema-version key",
+	skipDerived:  "derived data the node computes itself (indexes, counters, canonical_cid)",
+	skipEvents:   "event streams: consumers take a snapshot of the node instead",
+	skipScratch:  "services' scratch keys: caches the services fill again, not metadata",
+	skipSchema:   "the layout's schema-version key",
+	skipDangling: "cid: keys naming a record that has no keys left (the old core answered 404 for them)",
 }
 
 func (r *importReport) bad(reason, example string) {

@@ -142,6 +142,7 @@ func TestImport_RedisFlat(t *testing.T) {
 	must(rdb.Set(ctx, "file:"+fixRID(10)+"/cids", "not a set", 0).Err())
 	must(rdb.Set(ctx, "file:"+fixRID(10)+"/title", "No cids", 0).Err())
 	must(rdb.Set(ctx, "file:stray", "x", 0).Err())
+	must(rdb.Set(ctx, "cid:"+fixMid("deleted"), fixRID(11), 0).Err()) // left by a deleted record
 	must(rdb.Set(ctx, "file:"+other+"/notes", string([]byte{'a', 0xff}), 0).Err())
 
 	data := filepath.Join(t.TempDir(), "data")
@@ -156,6 +157,7 @@ func TestImport_RedisFlat(t *testing.T) {
 	wantTally(t, "not carried", rep.NotCarry, ncType, 1, "ranking")
 	wantTally(t, "not carried", rep.NotCarry, ncNoContentID, 1, fixRID(10))
 	wantTally(t, "skipped", rep.Skipped, skipSchema, 1)
+	wantTally(t, "skipped", rep.Skipped, skipDangling, 1, fixRID(11))
 	wantTally(t, "skipped", rep.Skipped, skipEvents, 1, "meta:events")
 	n := openImported(t, data)
 	checkLibrary(t, n.APIURL(), lib, true)
