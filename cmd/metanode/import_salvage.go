@@ -300,10 +300,10 @@ func recordValue(t uint64, b []byte) (any, int, error) {
 	case t == 8, t == 9:
 		return int64(t - 8), 0, nil
 	case t >= 12:
-		size := int((t - 12) / 2)
-		if len(b) < size {
+		if (t-12)/2 > uint64(len(b)) {
 			return nil, 0, errors.New("short record")
 		}
+		size := int((t - 12) / 2)
 		if t%2 == 1 {
 			return string(b[:size]), size, nil
 		}
