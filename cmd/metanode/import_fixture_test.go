@@ -44,6 +44,7 @@ func startRedis(t testing.TB) (string, *redis.Client) {
 		port := freePort(t)
 		cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
 			"--logfile", filepath.Join(dir, "redis.log"))
+		cmd.SysProcAttr = redisProcAttr()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

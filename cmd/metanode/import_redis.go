@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,9 +64,10 @@ type redisSource struct {
 
 // flatRec is a record of the flat layout as the first pass found it.
 type flatRec struct {
-	cids []string // every content id it lists or the index names it by
-	keys int      // its file:<rid>/… keys: none for a rid only cid: keys name
-	rec  legacyRec
+	cids   []string // every content id it lists or the index names it by
+	fields []string // its keys' fields, but its cids (read in the second pass)
+	keys   int      // its file:<rid>/… keys: none for a rid only cid: keys name
+	rec    legacyRec
 }
 
 func openRedisSource(ctx context.Context, url, layout string, rep *importReport) (*redisSource, error) {
@@ -364,51 +366,28 @@ func (s *redisSource) hashRecord(id string, fields map[string]string, b *importB
 
 // ---- the flat layout (seed 001)
 
-// Cursors of the flat layout: the links pass resumes at a record's index
-// in rid order, the fields pass at a SCAN cursor.
-const (
-	flatLinks  = "links:"
-	flatFields = "fields:"
-)
+// flatCursor prefixes the flat layout's cursor: the index, in rid order,
+// of the next record to import.
+const flatCursor = "records:"
 
-// readFlat imports the flat layout in three steps: the first pass over
-// every key (the alias index, the records), each record's links (its
-// content ids, into its group, under its rid), then every field key.
+// readFlat imports the flat layout: the first pass reads every key's name
+// (each record's fields), the cid: index and the records' cids (the alias
+// index); then each record is read whole, in rid order, and makes its
+// links and fields in one batch, so that the node writes a record's
+// claims together (SCAN's order would scatter them over every record).
 func (s *redisSource) readFlat(ctx context.Context, cursor string, batch int, emit func(*importBatch) error) error {
+	from := uint64(0)
+	if cursor != "" {
+		n, err := strconv.ParseUint(strings.TrimPrefix(cursor, flatCursor), 10, 64)
+		if err != nil || !strings.HasPrefix(cursor, flatCursor) {
+			return fmt.Errorf("import state: cursor %q of the flat layout: want %sN", cursor, flatCursor)
+		}
+		from = n
+	}
 	if err := s.indexFlat(ctx); err != nil {
 		return err
 	}
-	rids := s.resolveFlat()
-	var from, scan uint64
-	var err error
-	switch {
-	case strings.HasPrefix(cursor, flatLinks):
-		from, err = strconv.ParseUint(strings.TrimPrefix(cursor, flatLinks), 10, 64)
-	case strings.HasPrefix(cursor, flatFields):
-		from = uint64(len(rids))
-		scan, err = strconv.ParseUint(strings.TrimPrefix(cursor, flatFields), 10, 64)
-	case cursor != "":
-		err = errors.New("unknown form")
-	}
-	if err != nil {
-		return fmt.Errorf("import state: cursor %q of the flat layout: %w", cursor, err)
-	}
-	if err := s.flatLinks(rids, from, batch, emit); err != nil {
-		return err
-	}
-	b := &importBatch{}
-	return s.scanAll(ctx, scan, "file:*", redisScanCount, func(keys []string, next uint64) error {
-		if err := s.flatFields(ctx, keys, b); err != nil {
-			return err
-		}
-		b.cursor = flatFields + strconv.FormatUint(next, 10)
-		if b.size() < batch && next != 0 {
-			return nil // whole SCAN replies per batch: the cursor covers all of them
-		}
-		out := b
-		b = &importBatch{}
-		return emit(out)
-	})
+	return s.flatRecords(ctx, s.resolveFlat(), int(min(from, uint64(math.MaxInt32))), batch, emit)
 }
 
 // indexFlat is the flat layout's first pass: every key's name, the cid:
@@ -438,6 +417,8 @@ func (s *redisSource) indexFlat(ctx context.Context) error {
 				setKeys = append(setKeys, k)
 			case strings.HasPrefix(field, store.LinkPrefix):
 				r.cids = s.flatAlias(r.cids, rid, k, "", strings.TrimPrefix(field, store.LinkPrefix), false)
+			default:
+				r.fields = append(r.fields, field)
 			}
 		}
 		if err := s.flatIndex(ctx, aliasKeys); err != nil {
@@ -546,6 +527,7 @@ func (s *redisSource) resolveFlat() []string {
 	}
 	rids := make([]string, 0, len(s.flat))
 	for rid, r := range s.flat {
+		slices.Sort(r.fields)
 		cids := s.aliases.keep(rid, r.cids, s.rep)
 		r.rec = legacyRec{name: rid, cid: primary(cids)}
 		r.cids = cids
@@ -566,10 +548,12 @@ func (s *redisSource) resolveFlat() []string {
 	return rids
 }
 
-// flatLinks emits each record's links, from the from-th record on.
-func (s *redisSource) flatLinks(rids []string, from uint64, batch int, emit func(*importBatch) error) error {
+// flatRecords emits the records from the from-th on, whole: a batch holds
+// whole records, and its cursor is the index of the record after them.
+func (s *redisSource) flatRecords(ctx context.Context, rids []string, from, batch int, emit func(*importBatch) error) error {
 	b := &importBatch{}
-	for i := int(min(from, uint64(len(rids)))); i < len(rids); i++ {
+	var keys []string
+	for i := from; i < len(rids); i++ {
 		r := s.flat[rids[i]]
 		for _, c := range r.cids {
 			if c != r.rec.cid {
@@ -577,48 +561,52 @@ func (s *redisSource) flatLinks(rids []string, from uint64, batch int, emit func
 				s.rep.Links++
 			}
 		}
-		if b.size() >= batch || i == len(rids)-1 {
-			b.cursor = flatLinks + strconv.Itoa(i+1)
-			if err := emit(b); err != nil {
-				return err
-			}
-			b = &importBatch{}
+		for _, f := range r.fields {
+			keys = append(keys, "file:"+rids[i]+"/"+f)
 		}
+		b.units += int64(r.keys)
+		if b.size()+len(keys) < batch && i < len(rids)-1 {
+			continue
+		}
+		if err := s.flatFields(ctx, keys, b); err != nil {
+			return err
+		}
+		b.cursor = flatCursor + strconv.Itoa(i+1)
+		if err := emit(b); err != nil {
+			return err
+		}
+		b, keys = &importBatch{}, keys[:0]
 	}
 	return nil
 }
 
-// flatFields reads the field keys among keys into b: strings with MGET,
-// then the few other types by what they are.
+// flatFields reads field keys into b: strings with MGET (pipelined, a
+// thousand keys each), then the few other types by what they are.
 func (s *redisSource) flatFields(ctx context.Context, keys []string, b *importBatch) error {
-	var want []string
-	for _, k := range keys {
-		_, field, ok := flatKey(k)
-		if !ok {
-			continue // the index, malformed keys: the first pass noted them
-		}
-		b.units++
-		if field != "cids" && !strings.HasPrefix(field, store.LinkPrefix) { // links: done
-			want = append(want, k)
-		}
-	}
-	if len(want) == 0 {
+	if len(keys) == 0 {
 		return nil
 	}
-	vals, err := s.rdb.MGet(ctx, want...).Result()
-	if err != nil {
+	pipe := s.rdb.Pipeline()
+	var cmds []*redis.SliceCmd
+	for lo := 0; lo < len(keys); lo += redisScanCount {
+		cmds = append(cmds, pipe.MGet(ctx, keys[lo:min(lo+redisScanCount, len(keys))]...))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("redis %s: mget: %w", s.display, err)
 	}
 	var others []string
-	for i, v := range vals {
-		str, ok := v.(string)
-		if !ok { // not a string, or gone since
-			others = append(others, want[i])
-			continue
-		}
-		if r := s.fieldRec(want[i]); r != nil {
-			_, field, _ := flatKey(want[i])
-			s.m.field(&r.rec, field, str, b)
+	for c, cmd := range cmds {
+		for i, v := range cmd.Val() {
+			k := keys[c*redisScanCount+i]
+			str, ok := v.(string)
+			if !ok { // not a string, or gone since
+				others = append(others, k)
+				continue
+			}
+			if r := s.fieldRec(k); r != nil {
+				_, field, _ := flatKey(k)
+				s.m.field(&r.rec, field, str, b)
+			}
 		}
 	}
 	return s.flatTyped(ctx, others, b)
