@@ -528,6 +528,19 @@ func checkLibrary(t *testing.T, base string, lib []*fixRec, keepRIDs bool) {
 		if got := search(t, base, map[string]any{"query": r.fields["title"]}); !slices.Contains(got, rid) {
 			t.Errorf("search %q: %v, want %s among them", r.fields["title"], got, rid)
 		}
+		// Filters: a key-set membership, a flat value's substring.
+		for k, ms := range r.sets {
+			q := map[string]any{"filters": []any{map[string]any{"property": k, "values": ms[:1]}}}
+			if got := search(t, base, q); !slices.Contains(got, rid) {
+				t.Errorf("search %v: %v, want %s among them", q, got, rid)
+			}
+		}
+		if v, ok := r.fields["tagsFlat"]; ok {
+			q := map[string]any{"filters": []any{map[string]any{"property": "tagsFlat", "values": []string{strings.Fields(v)[1]}}}}
+			if got := search(t, base, q); !slices.Equal(got, []string{rid}) {
+				t.Errorf("search %v: %v, want %s alone", q, got, rid)
+			}
+		}
 	}
 }
 
