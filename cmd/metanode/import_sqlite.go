@@ -62,10 +62,17 @@ func openSQLiteSource(ctx context.Context, path, force string, rep *importReport
 	return s, nil
 }
 
-// openReadOnly opens a database file that is never written.
+// openReadOnly opens a database file that is never written. A file with
+// no write-ahead log beside it (a clean stop) is opened immutable: SQLite
+// then takes no lock and makes no -shm or -wal file next to it. A log
+// with content holds committed rows: SQLite reads it, for which it needs
+// the -shm file beside it (made when missing).
 func openReadOnly(path string) (*sql.DB, error) {
 	q := url.Values{}
 	q.Set("mode", "ro")
+	if fi, err := os.Stat(path + "-wal"); err != nil || fi.Size() == 0 {
+		q.Set("immutable", "1")
+	}
 	q.Add("_pragma", "busy_timeout(5000)")
 	q.Add("_pragma", "query_only(1)")
 	// SQLite refuses a file shorter than its header says (cut short) as
