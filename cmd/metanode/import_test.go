@@ -50,6 +50,9 @@ func TestImport_RedisHash(t *testing.T) {
 		"file:" + fixMid("a"): {"title": "A", "cid_sha1": shared, "notes": string([]byte{0xff, 0xfe}), "a//b": "x", "big": strings.Repeat("x", 70_000)},
 		"file:" + fixMid("b"): {"title": "B", "cid_sha1": shared},
 		"file:legacy-id-7":    {"title": "no content id"},
+		// Seed 000's midhash collision: a second file with the same
+		// midhash is keyed by its sha, and lists the midhash too.
+		"file:" + fixMid("collision"): {"title": "Collision", "cid_midhash256": lib[0].mid},
 	}
 	for k, v := range badRows {
 		if err := rdb.HSet(ctx, k, v).Err(); err != nil {
@@ -66,20 +69,20 @@ func TestImport_RedisHash(t *testing.T) {
 	env := map[string]string{"HOME": t.TempDir()}
 
 	dry, _ := importRun(t, env, 0, "--from-redis", url, "--data", data, "--dry-run")
-	if !dry.DryRun || dry.Layout != layoutHash || dry.Records != 6 || dry.Fields == 0 || dry.Stored != (outcomes{}) {
+	if !dry.DryRun || dry.Layout != layoutHash || dry.Records != 7 || dry.Fields == 0 || dry.Stored != (outcomes{}) {
 		t.Fatalf("dry run: %+v", dry)
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Fatalf("a dry run made the data directory: %v", err)
 	}
 	rep, _ := importRun(t, env, 0, "--from-redis", url, "--data", data)
-	if !rep.Complete || rep.Records != 6 || rep.Stored.Rejected != 0 || rep.Fields != dry.Fields || rep.Links != dry.Links {
+	if !rep.Complete || rep.Records != 7 || rep.Stored.Rejected != 0 || rep.Fields != dry.Fields || rep.Links != dry.Links {
 		t.Fatalf("report: %+v (dry run %+v)", rep, dry)
 	}
 	wantTally(t, "bad input", rep.BadInput, badNotAHash, 1, fixMid("string"))
 	wantTally(t, "bad input", rep.BadInput, badNoLayout, 1, "app:video:detail:7")
 	wantTally(t, "bad input", rep.BadInput, badNotUTF8, 1, "notes")
-	wantTally(t, "bad input", rep.BadInput, badAliasConflict, 1, shared)
+	wantTally(t, "bad input", rep.BadInput, badAliasConflict, 2, shared, lib[0].mid)
 	wantTally(t, "not carried", rep.NotCarry, ncNoContentID, 1, "legacy-id-7")
 	wantTally(t, "not carried", rep.NotCarry, ncBadKey, 1, "a//b")
 	wantTally(t, "not carried", rep.NotCarry, ncTooLarge, 1, "big")
