@@ -16,7 +16,7 @@ IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 10s
 
-.PHONY: build release image run test check bench fuzz clean
+.PHONY: build release image run test check bench fuzz screenshots clean
 
 ## build: a static binary in bin/, version stamped
 build:
@@ -65,6 +65,12 @@ fuzz:
 			echo "fuzz $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 		done; \
 	done
+
+## screenshots: the owner's page, each screen desktop and 360 px wide (light
+## and dark), driven in headless Chromium against two real nodes, into docs/ui/
+screenshots:
+	mkdir -p docs/ui
+	METANODE_SCREENSHOTS=$(CURDIR)/docs/ui go test ./node/ -run '^TestUI_OwnersPage$$' -count=1
 
 clean:
 	rm -rf bin $(DIST)

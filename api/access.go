@@ -74,24 +74,31 @@ func (s *Server) bearer(r *http.Request) tokenState {
 // proxy's, not the caller's, so it is never local by address.
 var proxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Real-Ip"}
 
-// localAddr reports whether r came straight (no proxy header) from the
-// Unix socket, loopback or a declared local network.
-func (s *Server) localAddr(r *http.Request) bool {
+// straight is where r came from when it came straight (no proxy
+// header): the Unix socket (sock), or a caller's address; ok is false
+// for a relayed request or an address that does not parse.
+func straight(r *http.Request) (a netip.Addr, sock, ok bool) {
 	for _, h := range proxyHeaders {
 		if len(r.Header[h]) > 0 {
-			return false
+			return a, false, false
 		}
 	}
 	if r.Context().Value(socketKey{}) != nil {
-		return true
+		return a, true, true
 	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return false
+		return a, false, false
 	}
-	a := ap.Addr().Unmap().WithZone("")
-	if a.IsLoopback() {
-		return true
+	return ap.Addr().Unmap().WithZone(""), false, true
+}
+
+// localAddr reports whether r came straight (no proxy header) from the
+// Unix socket, loopback or a declared local network.
+func (s *Server) localAddr(r *http.Request) bool {
+	a, sock, ok := straight(r)
+	if !ok || sock || a.IsLoopback() {
+		return ok
 	}
 	for _, p := range s.cfg.LocalNetworks {
 		if p.Contains(a) {
@@ -124,7 +131,7 @@ func (s *Server) admit(r *http.Request) (c caller, cors string, err error) {
 	c.byAddr = s.localAddr(r)
 	c.local = c.token || c.byAddr
 	switch {
-	case r.Method == http.MethodOptions, publicRoute(r):
+	case r.Method == http.MethodOptions, publicRoute(r), s.pageRoute(r):
 		return c, cors, nil
 	case !c.local:
 		return c, cors, s.unauthorized("this API serves callers from other addresses only with the API token: send Authorization: Bearer <the content of " +
@@ -144,6 +151,17 @@ func (s *Server) admit(r *http.Request) (c caller, cors string, err error) {
 // another host or a container runtime needs it, and it names nothing.
 func publicRoute(r *http.Request) bool {
 	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/health"
+}
+
+// pageRoute: the owner's page and its files, which decide themselves
+// (pageAllowed), and GET /api/token once a GUI password is set, so that
+// a browser beyond loopback may log in for it (tokenAllowed).
+func (s *Server) pageRoute(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	p := r.URL.Path
+	return p == "/" || strings.HasPrefix(p, "/ui/") || (s.gui != nil && p == "/api/token")
 }
 
 // writes reports whether r may change state: any method but the safe
@@ -187,16 +205,26 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !s.tokenAllowed(r) {
 		return &Error{Status: http.StatusForbidden, Slug: SlugForbiddenOrigin,
-			Message: "the API token is handed only to this node's own pages (a same-origin request from a local address); scripts read it from " + s.tokenFile()}
+			Message: "the API token is handed only to this node's own page (a same-origin request from loopback, or with the GUI password); scripts read it from " + s.tokenFile()}
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	return writeJSON(w, http.StatusOK, TokenResponse{Token: s.cfg.Token})
 }
 
-// tokenAllowed is the one rule for who gets the token over HTTP.
+// tokenAllowed is the one rule for who gets the token over HTTP: a
+// browser's same-origin request on a known name (not through AnyHost: a
+// rebinding page fails here) from the owner at the machine (loopback or
+// the Unix socket, no proxy header) or with the GUI user and password
+// (ui.go, pageAllowed: the same rule as for the page itself).
 func (s *Server) tokenAllowed(r *http.Request) bool {
-	c, _ := r.Context().Value(callerKey{}).(caller)
-	return c.byAddr && r.Header.Get("Sec-Fetch-Site") == "same-origin" && s.knownHost(r.Host)
+	if r.Header.Get("Sec-Fetch-Site") != "same-origin" || !s.knownHost(r.Host) {
+		return false
+	}
+	if s.loopbackCaller(r) {
+		return true
+	}
+	user, pass, ok := r.BasicAuth()
+	return ok && s.gui != nil && s.gui.check(user, pass)
 }
 
 // beyondLoopback reports whether a listener's address reaches past

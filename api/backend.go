@@ -30,6 +30,12 @@ type Store interface {
 	KVDelete(ctx context.Context, key string) (bool, error)
 	Clear(ctx context.Context) (int, error)
 	Subscribe(stream store.Stream, after string) (*store.Subscription, error)
+	// Explain is a record's claims field by field, with why each won or
+	// lost (GET /api/meta/{cid}/explain).
+	Explain(ctx context.Context, h string) (store.Explanation, error)
+	// RecentEvents are a stream's newest events, oldest first
+	// (GET /api/events/files/recent).
+	RecentEvents(ctx context.Context, st store.Stream, n int) ([]store.Event, error)
 	Snapshot(ctx context.Context, fn func(store.Event) error) (string, error)
 	// Gone names, as del events, the merged keys a consumer whose cursor
 	// is after may hold that no event will delete any more (a replay
@@ -66,6 +72,12 @@ type Node interface {
 	// for POST /api/swarm/invite.
 	Invite(ctx context.Context, ttl time.Duration) (InviteResponse, error)
 	Health(ctx context.Context) Health
+	// Info is the node's own facts for the owner's page (GET /api/node).
+	Info(ctx context.Context) NodeInfo
+	// Join pairs this running node with the home that made code, in the
+	// background (POST /api/swarm/join); JoinStatus is its progress.
+	Join(ctx context.Context, code string) (JoinStatus, error)
+	JoinStatus() JoinStatus
 	// Neighbors answers GET /neighbors: the beacon v2 nodes this node
 	// hears, every instance with all, else the latest of each name.
 	Neighbors(all bool) NeighborsResponse
@@ -150,6 +162,7 @@ type PeerSyncInfo struct {
 // PeerInfo is one row of GET /api/swarm/peers.
 type PeerInfo struct {
 	PeerID         string     `json:"peerId"`
+	UID            string     `json:"uid"` // the peer's node uid (its peer id's key as a uid)
 	Addrs          []string   `json:"addrs"`
 	ConnectedSince time.Time  `json:"connectedSince"`
 	LatencyMs      float64    `json:"latencyMs"`

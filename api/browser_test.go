@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/metanode/metanode/api"
+	"github.com/metanode/metanode/internal/browsertest"
 )
 
 // foreignPage is a page on another site than the API: it tries to read
@@ -49,37 +48,11 @@ async function attack(api, claims) {
 }
 </script></body></html>`
 
-// chromium is the browser binary, or a skip saying why there is none.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("no chromium: .ci/run installs Debian's chromium package")
-	return ""
-}
-
-// newTab starts headless Chromium (a fresh profile) and returns a tab's
-// context; the browser ends with the test.
-func newTab(t *testing.T, browser string) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
-	actx, stop := chromedp.NewExecAllocator(ctx, opts...)
-	bctx, closeTab := chromedp.NewContext(actx)
-	t.Cleanup(func() { closeTab(); stop(); cancel() })
-	return bctx
-}
-
 // runPage opens page in headless Chromium and returns what attack(api)
 // reported.
-func runPage(t *testing.T, browser, page, apiURL, claims string) map[string]string {
+func runPage(t *testing.T, page, apiURL, claims string) map[string]string {
 	t.Helper()
-	bctx := newTab(t, browser)
+	bctx := browsertest.Tab(t)
 	args, _ := json.Marshal([]string{apiURL, claims})
 	if err := chromedp.Do(bctx, chromedp.Navigate(page)); err != nil {
 		t.Fatalf("chromium: %v", err)
@@ -100,7 +73,6 @@ func runPage(t *testing.T, browser, page, apiURL, claims string) map[string]stri
 // could fetch the token. Every answer is CSP sandboxed: its script never
 // runs, and the kv is untouched.
 func TestBrowser_LibraryFileIsNoPage(t *testing.T) {
-	browser := chromium(t)
 	e := newEnv(t, withAPI(withToken))
 	e.sendJSON("PUT", "/api/kv/value", map[string]any{"key": "sorter:cursor", "value": "kept"})
 	writeFile(t, filepath.Join(e.root, "plugin/evil.html"), `<!doctype html><title>static</title><script>
@@ -113,7 +85,7 @@ fetch("/api/token").then(r => r.json()).then(j => fetch("/api/kv/value", {method
 	if err != nil {
 		t.Fatal(err)
 	}
-	bctx := newTab(t, browser)
+	bctx := browsertest.Tab(t)
 	if err := chromedp.Do(bctx, chromedp.Navigate(e.url+"/file/"+r.CID)); err != nil {
 		t.Fatalf("chromium: %v", err)
 	}
@@ -135,7 +107,6 @@ fetch("/api/token").then(r => r.json()).then(j => fetch("/api/kv/value", {method
 // the server saw the requests and refused them. The same page on an
 // origin listed in cors-origins reads (the test can see a read).
 func TestBrowser_ForeignPageInChromium(t *testing.T) {
-	browser := chromium(t)
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprint(w, foreignPage)
@@ -154,7 +125,7 @@ func TestBrowser_ForeignPageInChromium(t *testing.T) {
 		return metricValue(t, e, "metanode_http_requests_total", map[string]string{"route": "/", "code": "403"})
 	}
 	before := refused()
-	res := runPage(t, browser, page, e.url, claims)
+	res := runPage(t, page, e.url, claims)
 	t.Logf("foreign page: %v", res)
 	for _, k := range []string{"kv", "list", "token", "kvput"} {
 		if res[k] != "blocked" {
@@ -183,7 +154,7 @@ func TestBrowser_ForeignPageInChromium(t *testing.T) {
 	// the token, which it does not have).
 	c := newEnv(t, withAPI(func(c *api.Config) { c.CORSOrigins = []string{origin}; withToken(c) }))
 	c.sendJSON("PUT", "/api/kv/value", map[string]any{"key": "sorter:cursor", "value": "shared"})
-	res = runPage(t, browser, page, c.url, claims)
+	res = runPage(t, page, c.url, claims)
 	t.Logf("allowed page: %v", res)
 	if !strings.HasPrefix(res["kv"], "read 200") || !strings.Contains(res["kv"], "shared") {
 		t.Errorf("kv from a cors-origins page: %q", res["kv"])

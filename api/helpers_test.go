@@ -118,6 +118,13 @@ func (n *testNode) TrustList(ctx context.Context) (api.TrustList, error) {
 func (n *testNode) Trust(ctx context.Context, uid string) error    { return n.st.Trust(ctx, uid, "") }
 func (n *testNode) Distrust(ctx context.Context, uid string) error { return n.st.Distrust(ctx, uid) }
 func (n *testNode) Health(ctx context.Context) api.Health          { return api.Health{Status: "ok"} }
+func (n *testNode) Info(ctx context.Context) api.NodeInfo {
+	return api.NodeInfo{Name: "testhost", UID: "zOwn", PeerID: "12D3KooWtest", Swarm: "metamesh", Trust: string(n.st.TrustMode())}
+}
+func (n *testNode) Join(ctx context.Context, code string) (api.JoinStatus, error) {
+	return api.JoinStatus{}, &api.Error{Status: 409, Slug: "conflict", Message: "the test node joins nothing"}
+}
+func (n *testNode) JoinStatus() api.JoinStatus { return api.JoinStatus{State: api.JoinIdle} }
 func (n *testNode) Neighbors(all bool) api.NeighborsResponse {
 	return api.NeighborsResponse{Current: "meta-core"}
 }

@@ -59,6 +59,16 @@ func (s *Server) routes() {
 	s.handle("PUT /api/trust/{uid}", s.handleTrust)
 	s.handle("DELETE /api/trust/{uid}", s.handleDistrust)
 
+	// The owner's page (ui.go, uiapi.go).
+	s.handle("GET /{$}", s.handlePage)
+	s.handle("GET /ui/{file...}", s.handleUIAsset)
+	s.handle("GET /api/node", s.handleNodeInfo)
+	s.handle("GET /api/meta/{cid}/explain", s.handleExplain)
+	s.handleOpen("POST /api/qr", s.handleQR) // draws: stores nothing
+	s.handle("POST /api/swarm/join", s.handleJoin)
+	s.handle("GET /api/swarm/join", s.handleJoinStatus)
+	s.handle("GET /api/events/files/recent", s.handleRecentFiles)
+
 	metricsH := metricsHandler(s.gather)
 	s.handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
 		metricsH.ServeHTTP(w, r)

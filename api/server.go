@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -74,6 +75,12 @@ type Config struct {
 	TokenFile     string
 	CORSOrigins   []string
 
+	// GUIUser and GUIPassword (a bcrypt hash) let a browser beyond
+	// loopback open the owner's page and get the token (ui.go); both or
+	// neither. Without them the page is served on loopback only.
+	GUIUser     string
+	GUIPassword string
+
 	// BodyBudget bounds the request body bytes in flight across all
 	// requests (budget.go); default DefaultBodyBudget. BodyWait is how long
 	// a request waits for room before 503 busy; default DefaultBodyWait.
@@ -110,6 +117,7 @@ type Server struct {
 	readOnly map[string]bool
 	tokenSum *[32]byte
 	bodies   *bodyBudget
+	gui      *guiLogin // the GUI user and password; nil without
 
 	// anyHost: Config.AllowedHosts holds AnyHost, the Host check is off.
 	// machine: this machine's own names, answered as Host (guard.go); set
@@ -187,6 +195,11 @@ func NewServer(cfg Config) *Server {
 	s.metrics, s.initErr = newMetrics(reg)
 	if s.initErr != nil {
 		s.metrics, _ = newMetrics(nil) // keep the server usable for Open to report
+	}
+	if gui, err := newGUILogin(cfg.GUIUser, cfg.GUIPassword); err != nil {
+		s.initErr = cmp.Or(s.initErr, err)
+	} else {
+		s.gui = gui
 	}
 	s.bodies = newBodyBudget(cfg.BodyBudget, cfg.BodyWait, s.metrics.bodyBytes)
 	s.anyHost = slices.Contains(cfg.AllowedHosts, AnyHost)
@@ -270,6 +283,9 @@ func (s *Server) Open(ctx context.Context) error {
 	if beyondLoopback(ln.Addr()) {
 		s.log.Warn("the API listens beyond loopback: callers from other addresses get only GET /health unless they send the API token or their network is declared local",
 			"addr", ln.Addr().String(), "token", s.tokenFile(), "localNetworks", prefixStrings(s.cfg.LocalNetworks))
+		if s.gui == nil {
+			s.log.Warn("the owner's page is served on loopback only: set gui-user and gui-password ('metanode gui-password' makes the hash) to open it from other machines")
+		}
 	}
 	return nil
 }

@@ -37,6 +37,8 @@ func (n *Node) openAPI(ctx context.Context) error {
 		Socket:        n.cfg.Access.Socket,
 		LocalNetworks: n.cfg.Access.LocalNetworks,
 		CORSOrigins:   n.cfg.Access.CORSOrigins,
+		GUIUser:       n.cfg.Access.GUIUser,
+		GUIPassword:   n.cfg.Access.GUIPassword,
 		Token:         token,
 		TokenFile:     tokenPath,
 		Logger:        n.cfg.Logger,

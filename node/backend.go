@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/metanode/metanode/api"
 	"github.com/metanode/metanode/store"
 	"github.com/metanode/metanode/swarm"
@@ -315,8 +317,13 @@ func (n *Node) SwarmPeers(ctx context.Context) ([]api.PeerInfo, error) {
 		if !p.LastSync.IsZero() {
 			lastSync = &p.LastSync
 		}
+		uid := ""
+		if id, err := peer.Decode(p.PeerID); err == nil {
+			uid, _ = swarm.PeerUID(id)
+		}
 		out = append(out, api.PeerInfo{
 			PeerID:         p.PeerID,
+			UID:            uid,
 			Addrs:          nonNil(p.Addrs),
 			ConnectedSince: p.ConnectedSince,
 			LatencyMs:      float64(p.Latency) / float64(time.Millisecond),

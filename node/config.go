@@ -94,6 +94,11 @@ type Config struct {
 	SyncInterval  time.Duration // periodic reconciliation; default the swarm's
 	LookupTimeout time.Duration // remote lookups; default the swarm's
 
+	// OnJoined, when set, records a join made from the owner's page
+	// (POST /api/swarm/join) once the inviter accepted: the command writes
+	// the inviter's addresses to the config's bootstrap, as join does.
+	OnJoined func(Invite) error
+
 	// StoreOnly opens the identity and the store alone: no swarm, watcher
 	// or API, and no goroutine of the node's own (metanode import into a
 	// stopped node's data directory). What it stores is shared when the
@@ -113,6 +118,10 @@ type Access struct {
 	Socket        string         // a Unix socket served besides HTTPAddr (api.Config.Socket)
 	LocalNetworks []netip.Prefix // callers from these networks are local
 	CORSOrigins   []string       // browser origins answered with CORS headers
+	// GUIUser and GUIPassword (a bcrypt hash) open the owner's page to
+	// browsers beyond loopback (api.Config.GUIUser).
+	GUIUser     string
+	GUIPassword string
 }
 
 func (c Config) withDefaults() Config {

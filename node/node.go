@@ -51,6 +51,11 @@ type Node struct {
 
 	invMu sync.Mutex // serialises reads and writes of the invites file
 
+	// joinMu guards join, the latest join from the owner's page (join.go);
+	// taken before mu.
+	joinMu sync.Mutex
+	join   joinState
+
 	// trustMu serialises the node's trust changes (trust add and rm, auto-
 	// trust of local writers, pairing, reconcileTrust): each changes the
 	// trust table and then signs a vouch, and the reconciliation must not see

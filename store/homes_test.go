@@ -34,35 +34,8 @@ func TestHomeVectors_Store(t *testing.T) {
 	for _, vec := range hv.Vectors {
 		t.Run(vec.Name, func(t *testing.T) {
 			t.Parallel()
-			tp, cp := paths(t)
-			cfg := store.Config{TruthPath: tp, CachePath: cp, Trust: vec.Mode, OwnUID: keys[vec.Own].UID()}
-			s := reopen(t, cfg)
-			for _, l := range vec.Trusted {
-				if err := s.Trust(ctx, keys[l].UID(), ""); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for _, l := range vec.Distrusted {
-				if err := s.Distrust(ctx, keys[l].UID()); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var vouches, votes []store.Claim
-			for _, p := range vec.Vouches {
-				vouches = append(vouches, vouch(t, keys[p[0]], keys[p[1]].UID(), 1_700_000_000_000, true))
-			}
-			for _, v := range vec.Votes {
-				if v.Value == nil {
-					votes = append(votes, keys[v.Signer].Retraction(cid, "title", v.TS))
-				} else {
-					votes = append(votes, keys[v.Signer].Text(cid, "title", *v.Value, v.TS))
-				}
-			}
-			for _, batch := range [][]store.Claim{vouches, votes} {
-				if _, err := s.Submit(ctx, batch, store.SubmitOptions{Origin: store.OriginPeer}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			s, cfg := homeVectorStore(t, vec, keys, cid)
+			cp := cfg.CachePath
 			check := func(when string) {
 				got, ok := title(t, s, cid)
 				switch {
@@ -221,4 +194,40 @@ func TestHomes_UpgradeRemerges(t *testing.T) {
 	if logs2.has("rebuilding") {
 		t.Fatal("rebuilt again at the next start")
 	}
+}
+
+// homeVectorStore opens a store with vec's trust list and distrusts, then
+// submits its vouches and its votes on cid's title as signed claims.
+func homeVectorStore(t *testing.T, vec store.HomeVector, keys map[string]*store.Signer, cid string) (*store.Store, store.Config) {
+	t.Helper()
+	tp, cp := paths(t)
+	cfg := store.Config{TruthPath: tp, CachePath: cp, Trust: vec.Mode, OwnUID: keys[vec.Own].UID()}
+	s := reopen(t, cfg)
+	for _, l := range vec.Trusted {
+		if err := s.Trust(ctx, keys[l].UID(), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range vec.Distrusted {
+		if err := s.Distrust(ctx, keys[l].UID()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var vouches, votes []store.Claim
+	for _, p := range vec.Vouches {
+		vouches = append(vouches, vouch(t, keys[p[0]], keys[p[1]].UID(), 1_700_000_000_000, true))
+	}
+	for _, v := range vec.Votes {
+		if v.Value == nil {
+			votes = append(votes, keys[v.Signer].Retraction(cid, "title", v.TS))
+		} else {
+			votes = append(votes, keys[v.Signer].Text(cid, "title", *v.Value, v.TS))
+		}
+	}
+	for _, batch := range [][]store.Claim{vouches, votes} {
+		if _, err := s.Submit(ctx, batch, store.SubmitOptions{Origin: store.OriginPeer}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, cfg
 }

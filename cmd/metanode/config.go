@@ -28,6 +28,8 @@ type Config struct {
 	HTTPSocket     string   `yaml:"http-socket"`        // a Unix socket the API serves too
 	LocalNetworks  []string `yaml:"local-networks"`     // CIDRs whose callers are local
 	CORSOrigins    []string `yaml:"cors-origins"`       // browser origins answered with CORS
+	GUIUser        string   `yaml:"gui-user"`           // the owner's page beyond loopback: user
+	GUIPassword    string   `yaml:"gui-password"`       // and bcrypt hash of the password
 	Listen         []string `yaml:"listen"`             // swarm listen multiaddrs
 	Bootstrap      []string `yaml:"bootstrap"`          // peers to join through (…/p2p/<peerId>)
 	Swarm          string   `yaml:"swarm"`              // swarm name
@@ -109,6 +111,10 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.LocalNetworks }, check: checkLocalNetworks},
 	{name: "cors-origins", env: []string{"METANODE_CORS_ORIGINS"}, usage: "browser origins (scheme://host[:port]) whose pages may read the API (CORS); writes need the API token too (repeatable; default none)",
 		field: func(c *Config) any { return &c.CORSOrigins }, check: checkCORSOrigins},
+	{name: "gui-user", env: []string{"METANODE_GUI_USER"}, usage: "user name the owner's page asks for beyond loopback (with gui-password; default none: the page answers on loopback only)",
+		field: func(c *Config) any { return &c.GUIUser }, check: checkGUI},
+	{name: "gui-password", env: []string{"METANODE_GUI_PASSWORD"}, usage: "bcrypt hash of the owner's page password beyond loopback ('metanode gui-password' makes one)",
+		field: func(c *Config) any { return &c.GUIPassword }, check: checkGUIPassword},
 	{name: "listen", env: []string{"METANODE_LISTEN"}, usage: "swarm listen multiaddr (repeatable)",
 		field: func(c *Config) any { return &c.Listen }, check: checkListen},
 	{name: "bootstrap", env: []string{"METANODE_BOOTSTRAP"}, usage: "peer to join through, a multiaddr ending in /p2p/<peerId> (repeatable)",
@@ -491,6 +497,8 @@ func (c *Config) NodeConfig() node.Config {
 			Socket:        c.HTTPSocket,
 			LocalNetworks: localNetworks(c.LocalNetworks), // checked by Validate
 			CORSOrigins:   c.CORSOrigins,
+			GUIUser:       c.GUIUser,
+			GUIPassword:   c.GUIPassword,
 		},
 		Listen:       c.Listen,
 		Bootstrap:    alsoNewPort(c.Bootstrap),

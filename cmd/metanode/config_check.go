@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/metanode/metanode/api"
 )
@@ -151,6 +152,29 @@ func checkCORSOrigins(c *Config) string {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
 			return fmt.Sprintf("%q: want an origin scheme://host[:port], e.g. http://dash.lan:8080 (no path; * is not allowed)", o)
 		}
+	}
+	return ""
+}
+
+// checkGUI: the owner's page login is both settings or neither.
+func checkGUI(c *Config) string {
+	if c.GUIUser == "" && c.GUIPassword != "" {
+		return "gui-password is set without gui-user: set both, or neither"
+	}
+	return ""
+}
+
+// checkGUIPassword: a bcrypt hash, never the password itself (the config
+// file may be read by more people than should know it).
+func checkGUIPassword(c *Config) string {
+	switch {
+	case c.GUIPassword == "" && c.GUIUser != "":
+		return "gui-user is set without gui-password: set both, or neither ('metanode gui-password' makes the hash)"
+	case c.GUIPassword == "":
+		return ""
+	}
+	if _, err := bcrypt.Cost([]byte(c.GUIPassword)); err != nil {
+		return "want a bcrypt hash ($2a$…, $2b$…), not the password: 'metanode gui-password' makes one"
 	}
 	return ""
 }

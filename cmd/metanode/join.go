@@ -23,11 +23,6 @@ import (
 // swarm settings into its config, starts its node, trusts the inviter and
 // presents the code. See docs/trust.md ("Pairing").
 
-const (
-	pairAttempts  = 5               // dials of the inviter before giving up
-	pairRetry     = 3 * time.Second // between attempts
-	syncQuietStop = 30 * time.Second
-)
 
 func (c *cli) invite(ctx context.Context, args []string) error {
 	fl := c.flagSet("invite", "invite [--ttl DURATION] [--api URL]",
@@ -233,18 +228,9 @@ func prepareConfigDir(confPath string) error {
 // so it does not wait for the inviter's count.
 func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, commit func() error, next string, interest bool) error {
 	fmt.Fprintf(c.stderr, "joining: connecting to %s (%d addresses)…\n", inv.UID, len(inv.Addrs))
-	var total int64
-	var err error
-	for attempt := 1; attempt <= pairAttempts; attempt++ {
-		if total, err = n.Pair(ctx, inv); err == nil || errors.Is(err, node.ErrPairRefused) || ctx.Err() != nil {
-			break
-		}
-		fmt.Fprintf(c.stderr, "joining: attempt %d of %d: %v\n", attempt, pairAttempts, err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(pairRetry):
-		}
-	}
+	total, err := n.PairWithRetry(ctx, inv, func(attempt int, err error) {
+		fmt.Fprintf(c.stderr, "joining: attempt %d of %d: %v\n", attempt, node.PairAttempts, err)
+	})
 	switch {
 	case err == nil:
 		// Paired, even if a stop request came meanwhile: the inviter trusts
@@ -270,29 +256,16 @@ func (c *cli) pairAndSync(ctx context.Context, n *node.Node, inv node.Invite, co
 		fmt.Fprintf(c.stderr, "joining: done (replicate: interest: this node keeps the claims about its own files and the cids it looks up, not all %d); serving at %s (next time: %s)\n", total, n.APIURL(), next)
 		return nil
 	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	last, lastChange := -1, time.Now()
-	for {
-		have := n.ClaimCount()
-		if have != last {
-			fmt.Fprintf(c.stderr, "joining: syncing %d of %d claims\n", min(int64(have), total), total)
-			last, lastChange = have, time.Now()
-		}
-		if int64(have) >= total {
-			fmt.Fprintf(c.stderr, "joining: done; serving at %s (next time: %s)\n", n.APIURL(), next)
-			return nil
-		}
-		if time.Since(lastChange) > syncQuietStop {
-			fmt.Fprintf(c.stderr, "joining: %d of %d claims so far; the rest arrive as peers sync; serving at %s (next time: %s)\n", have, total, n.APIURL(), next)
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	have, all := n.WaitClaims(ctx, total, func(have int) {
+		fmt.Fprintf(c.stderr, "joining: syncing %d of %d claims\n", min(int64(have), total), total)
+	})
+	switch {
+	case all:
+		fmt.Fprintf(c.stderr, "joining: done; serving at %s (next time: %s)\n", n.APIURL(), next)
+	case ctx.Err() == nil:
+		fmt.Fprintf(c.stderr, "joining: %d of %d claims so far; the rest arrive as peers sync; serving at %s (next time: %s)\n", have, total, n.APIURL(), next)
 	}
+	return nil
 }
 
 // checkSwarmKeyFile says where a private swarm's key goes (<data>/swarm.key)

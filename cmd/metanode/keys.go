@@ -1,20 +1,24 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/metanode/metanode/node"
 	"github.com/metanode/metanode/store"
@@ -269,6 +273,32 @@ never overwrites a file. Give the key to a service that signs claims
 		return fmt.Errorf("%w: choose an --out file in a directory you can write", err)
 	}
 	fmt.Fprintln(c.stdout, s.UID())
+	return nil
+}
+
+// guiPassword prints the bcrypt hash of a password read from stdin, for
+// the gui-password setting.
+func (c *cli) guiPassword(ctx context.Context, args []string) error {
+	fl := c.flagSet("gui-password", "gui-password < FILE", `Reads a password (the first line of stdin) and prints its bcrypt hash, the
+value of the gui-password setting: with gui-user, it opens the owner's page
+(http://<host>:<port>/) to browsers beyond loopback. The config holds only
+the hash. Example: printf '%s\n' 'correct horse' | metanode gui-password`)
+	if err := c.noArgs(fl, args); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(io.LimitReader(c.stdin, 1<<10)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read the password: %w", err)
+	}
+	pass := strings.TrimRight(line, "\r\n")
+	if len(pass) < 8 || len(pass) > 72 {
+		return usagef("gui-password", "want a password of 8 to 72 bytes on stdin, got %d", len(pass))
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.DefaultCost)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, string(hash))
 	return nil
 }
 

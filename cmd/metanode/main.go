@@ -143,6 +143,7 @@ func init() {
 		{"trust", "list, add or remove trusted signers (trust ls|add UID|rm UID)", (*cli).trust},
 		{"invite", "make a pairing code for another home", (*cli).invite},
 		{"join", "pair with another home using its code", (*cli).join},
+		{"gui-password", "print the bcrypt hash of a password for the owner's page (gui-password)", (*cli).guiPassword},
 		{"import", "import the metadata of a Redis or SQLite core into this node", (*cli).importCmd},
 		{"bench", "measure this machine (bench verify) or a swarm on loopback (bench swarm)", (*cli).bench},
 		{"version", "print the version, commit, build date and Go version", (*cli).version},

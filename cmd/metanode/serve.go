@@ -130,6 +130,17 @@ func (c *cli) runNode(ctx context.Context, cfg Config, layers configLayers, then
 	defer mem.Close()
 	ncfg := cfg.NodeConfig()
 	ncfg.Logger = logger
+	ncfg.OnJoined = func(inv node.Invite) error { // a join from the owner's page
+		path := layers.file
+		if path == "" {
+			path = filepath.Join(cfg.Data, node.ConfigFile)
+		}
+		keyPath := cfg.SwarmKey
+		if keyPath != "" {
+			keyPath, _ = filepath.Abs(keyPath)
+		}
+		return writeJoinConfig(path, inv, keyPath, nil)
+	}
 	n := node.New(ncfg)
 	if err := n.Open(ctx); err != nil {
 		return explainOpen(err, cfg, layers)
