@@ -23,7 +23,6 @@ import (
 // swarm settings into its config, starts its node, trusts the inviter and
 // presents the code. See docs/trust.md ("Pairing").
 
-
 func (c *cli) invite(ctx context.Context, args []string) error {
 	fl := c.flagSet("invite", "invite [--ttl DURATION] [--api URL]",
 		`Asks the running node for a pairing code and prints it (stdout: the code
